@@ -1,0 +1,1 @@
+"""The µGraph dialects: ``kernel``, ``block`` and ``thread``, one module each."""

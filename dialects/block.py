@@ -1,0 +1,349 @@
+"""The block dialect: the graph one thread block runs inside a customized kernel.
+
+Values are tiles in shared memory (builtin tensor types give the tile shape).
+A block graph reads device tensors through ``block.input`` iterators, computes
+with the same arithmetic as the kernel level, accumulates across the for-loop
+with ``block.forloop_accum`` and writes tiles back with ``block.output``.
+
+Ops that depend on a for-loop-partitioned input run on every iteration; ops
+that depend on an accumulator run once after the loop. Example (one block of
+FlashAttention-style GQA)::
+
+    %q = block.input %arg0 imap [0, -1, 1] fmap -1
+           : tensor<2x256x64xf16> -> tensor<1x64x64xf16>
+    %k = block.input %arg1 imap [0, 2, -1] fmap 2
+           : tensor<2x64x4096xf16> -> tensor<1x64x64xf16>
+    %a = block.matmul %q, %k : ... -> tensor<1x64x64xf16>
+    %s = block.forloop_accum %a reduce "none" : ... -> tensor<1x64x64xf16>
+    block.output %s omap [0, 2, 1] : tensor<1x64x64xf16>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.kernel import dense_i64
+from xdsl.dialects.builtin import (
+    I64,
+    DenseArrayBase,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl import shapes
+
+ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
+"""How ``block.forloop_accum`` combines iterations:
+
+- ``none``: element-wise sum over iterations (split-K accumulation);
+- ``sum``: also sums the last dim (kept with size 1);
+- ``mean``: ``sum`` divided by the full last-dim length (tile x iterations);
+- ``rms``: ``sqrt(mean(x^2))`` over the last dim and all iterations.
+"""
+
+
+def parent_customized(op: Operation) -> Operation:
+    """The enclosing ``kernel.customized`` op (the block graph's owner)."""
+    parent = op.parent_op()
+    if parent is None or parent.name != "kernel.customized":
+        raise VerifyException(
+            f"'{op.name}' must be directly inside a 'kernel.customized' region"
+        )
+    return parent
+
+
+@irdl_op_definition
+class InputOp(IRDLOperation):
+    """Input iterator: the tile of a device tensor a block loads per iteration.
+
+    ``imap`` has one entry per grid dim: the tensor dim that grid dim splits,
+    or -1 to replicate. ``fmap`` is the tensor dim split across for-loop
+    iterations, or -1 to load the same tile on every iteration.
+    """
+
+    name = "block.input"
+
+    source = operand_def(TensorType)
+    imap = prop_def(DenseArrayBase[I64])
+    fmap = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$source `imap` $imap `fmap` $fmap attr-dict `:` type($source) "
+        "`->` type($result)"
+    )
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self, source: SSAValue, imap: Sequence[int], fmap: int, tile: TensorType
+    ):
+        super().__init__(
+            operands=[source],
+            result_types=[tile],
+            properties={"imap": dense_i64(imap), "fmap": IntegerAttr(fmap, 64)},
+        )
+
+    @property
+    def input_map(self) -> tuple[int, ...]:
+        return tuple(self.imap.get_values())
+
+    @property
+    def forloop_dim(self) -> int:
+        return self.fmap.value.data
+
+    def verify_(self) -> None:
+        parent = parent_customized(self)
+        if not (
+            isinstance(self.source, SSAValue) and self.source.owner is parent.body.block  # type: ignore[attr-defined]
+        ):
+            raise VerifyException(
+                f"'{self.name}' must read an argument of the customized kernel"
+            )
+        t.check_float_tensors(self)
+        try:
+            tile = shapes.tile_shape(
+                t.tensor_shape(self.source),
+                self.input_map,
+                self.forloop_dim,
+                parent.grid_dims,  # type: ignore[attr-defined]
+                parent.forloop,  # type: ignore[attr-defined]
+            )
+        except shapes.ShapeError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        t.check_result_shape(self, tile)
+
+
+@irdl_op_definition
+class OutputOp(IRDLOperation):
+    """Output saver: writes each block's tile into the kernel's result.
+
+    ``omap[g]`` is the result dim that grid dim ``g`` indexes; every grid dim
+    of size > 1 must be mapped.
+    """
+
+    name = "block.output"
+
+    input = operand_def(TensorType)
+    omap = prop_def(DenseArrayBase[I64])
+
+    assembly_format = "$input `omap` $omap attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue | Operation, omap: Sequence[int]):
+        super().__init__(operands=[input], properties={"omap": dense_i64(omap)})
+
+    @property
+    def output_map(self) -> tuple[int, ...]:
+        return tuple(self.omap.get_values())
+
+    def verify_(self) -> None:
+        parent = parent_customized(self)
+        try:
+            shapes.stitched_shape(
+                t.tensor_shape(self.input),
+                self.output_map,
+                parent.grid_dims,  # type: ignore[attr-defined]
+            )
+        except shapes.ShapeError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+
+
+@irdl_op_definition
+class ForloopAccumOp(IRDLOperation):
+    """Accumulates a per-iteration tile across the for-loop (see ACCUM_REDUCTIONS)."""
+
+    name = "block.forloop_accum"
+    KIND: ClassVar[str] = "forloop_accum"
+
+    input = operand_def(TensorType)
+    reduce = prop_def(StringAttr)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input `reduce` $reduce attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, reduce: str = "none"):
+        input = SSAValue.get(input)
+        shape = t.tensor_shape(input)
+        if reduce != "none":
+            shape = (*shape[:-1], 1)
+        super().__init__(
+            operands=[input],
+            result_types=[t.result_type_like(input, shape)],
+            properties={"reduce": StringAttr(reduce)},
+        )
+
+    @property
+    def reduction(self) -> str:
+        return self.reduce.data
+
+    def verify_(self) -> None:
+        t.check_float_tensors(self)
+        if self.reduction not in ACCUM_REDUCTIONS:
+            raise VerifyException(
+                f"'{self.name}' reduce must be one of {list(ACCUM_REDUCTIONS)}, "
+                f"got '{self.reduction}'"
+            )
+        shape = t.tensor_shape(self.input)
+        if self.reduction != "none":
+            shape = (*shape[:-1], 1)
+        t.check_result_shape(self, shape)
+
+
+@irdl_op_definition
+class MatmulOp(t.MatmulBase):
+    name = "block.matmul"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class AddOp(t.AddBase):
+    name = "block.add"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MulOp(t.MulBase):
+    name = "block.mul"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DivOp(t.DivBase):
+    name = "block.div"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ExpOp(t.ExpBase):
+    name = "block.exp"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SiluOp(t.SiluBase):
+    name = "block.silu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SqrtOp(t.SqrtBase):
+    name = "block.sqrt"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SquareOp(t.SquareBase):
+    name = "block.square"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class RmsNormOp(t.RmsNormBase):
+    name = "block.rms_norm"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReduceSumOp(t.ReduceSumBase):
+    name = "block.reduce_sum"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ConcatOp(t.ConcatBase):
+    name = "block.concat"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ThreadGraphOp(IRDLOperation):
+    """A fused chain of element-wise ops run per thread on register values.
+
+    The region's arguments stand for the operands; ``thread.yield`` returns the
+    results. Lowering keeps the intermediates in registers, so the chain costs
+    one pass over shared memory instead of one per op.
+    """
+
+    name = "block.thread_graph"
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    body = region_def("single_block")
+
+    assembly_format = (
+        "`(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
+    )
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        output_types: Sequence[TensorType],
+        body: Region,
+    ):
+        super().__init__(
+            operands=[list(inputs)], result_types=[list(output_types)], regions=[body]
+        )
+
+    @property
+    def entry(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        if [a.type for a in self.entry.args] != [v.type for v in self.inputs]:
+            raise VerifyException(
+                f"'{self.name}' region arguments must match the input types"
+            )
+        last = self.entry.last_op
+        if last is None or not last.has_trait(IsTerminator):
+            raise VerifyException(f"'{self.name}' region must end in 'thread.yield'")
+        if [v.type for v in last.operands] != [r.type for r in self.outputs]:
+            raise VerifyException(
+                f"'{self.name}' yields types that do not match its results"
+            )
+        for op in self.entry.ops:
+            if not op.name.startswith("thread."):
+                raise VerifyException(
+                    f"'{self.name}' may only hold thread ops, found '{op.name}'"
+                )
+
+
+BlockDialect = Dialect(
+    "block",
+    [
+        InputOp,
+        OutputOp,
+        ForloopAccumOp,
+        MatmulOp,
+        AddOp,
+        MulOp,
+        DivOp,
+        ExpOp,
+        SiluOp,
+        SqrtOp,
+        SquareOp,
+        RmsNormOp,
+        ReduceSumOp,
+        ConcatOp,
+        ThreadGraphOp,
+    ],
+    [],
+)

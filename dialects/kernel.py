@@ -1,0 +1,211 @@
+"""The kernel dialect: the top level of a µGraph.
+
+Values are tensors in device memory (builtin ``tensor<...>`` types). A program
+written only with the library-style ops below (``kernel.matmul``,
+``kernel.exp``, ...) is the input to the superoptimizer. A program made of
+``kernel.customized`` ops, each a graph-defined GPU kernel whose region is a
+block-level graph, is what the search produces.
+
+Example::
+
+    %a = kernel.matmul %q, %k : tensor<2x256x64xf16>, tensor<2x64x4096xf16>
+                                -> tensor<2x256x4096xf16>
+    %e = kernel.exp %a : tensor<2x256x4096xf16> -> tensor<2x256x4096xf16>
+    %s = kernel.reduce_sum %e dim 2 : tensor<2x256x4096xf16> -> tensor<2x256x1xf16>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mirage_xdsl.dialects import tensor_ops as t
+from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i64
+from xdsl.ir import Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import NoTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+H100_BLOCK_THREADS = 1024
+
+
+@irdl_op_definition
+class MatmulOp(t.MatmulBase):
+    """Batched matmul of device tensors: ``[..., m, k] x [..., k, n]``."""
+
+    name = "kernel.matmul"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class AddOp(t.AddBase):
+    name = "kernel.add"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MulOp(t.MulBase):
+    name = "kernel.mul"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DivOp(t.DivBase):
+    name = "kernel.div"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ExpOp(t.ExpBase):
+    name = "kernel.exp"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SiluOp(t.SiluBase):
+    name = "kernel.silu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SqrtOp(t.SqrtBase):
+    name = "kernel.sqrt"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SquareOp(t.SquareBase):
+    name = "kernel.square"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class RmsNormOp(t.RmsNormBase):
+    name = "kernel.rms_norm"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReduceSumOp(t.ReduceSumBase):
+    name = "kernel.reduce_sum"
+    traits = traits_def(Pure())
+
+
+def dense_i64(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+@irdl_op_definition
+class CustomizedOp(IRDLOperation):
+    """A graph-defined kernel: one GPU launch whose body is a block graph.
+
+    ``grid`` is the number of thread blocks along x, y, z; ``block`` the
+    threads per block; ``forloop_range`` how many iterations each block runs.
+    The region's arguments are the kernel's device-tensor inputs, and its
+    ``block.output`` ops, in order, define the results.
+    """
+
+    name = "kernel.customized"
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    grid = prop_def(DenseArrayBase[I64])
+    block = prop_def(DenseArrayBase[I64])
+    forloop_range = prop_def(IntegerAttr[I64])
+    body = region_def("single_block")
+
+    traits = traits_def(NoTerminator())
+
+    assembly_format = (
+        "`(` $inputs `)` `grid` $grid `block` $block `forloop` $forloop_range "
+        "attr-dict `:` functional-type($inputs, $outputs) $body"
+    )
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        output_types: Sequence[TensorType],
+        body: Region,
+        grid: Sequence[int],
+        block: Sequence[int] = (128, 1, 1),
+        forloop_range: int = 1,
+    ):
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[list(output_types)],
+            properties={
+                "grid": dense_i64(grid),
+                "block": dense_i64(block),
+                "forloop_range": IntegerAttr(forloop_range, 64),
+            },
+            regions=[body],
+        )
+
+    @property
+    def grid_dims(self) -> tuple[int, ...]:
+        return tuple(self.grid.get_values())
+
+    @property
+    def block_dims(self) -> tuple[int, ...]:
+        return tuple(self.block.get_values())
+
+    @property
+    def forloop(self) -> int:
+        return self.forloop_range.value.data
+
+    @property
+    def entry(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        from mirage_xdsl.customized import verify_customized
+
+        grid, block = self.grid_dims, self.block_dims
+        if len(grid) != 3 or any(g < 1 for g in grid):
+            raise VerifyException(
+                f"'{self.name}' grid must be three positive sizes, got {list(grid)}"
+            )
+        if len(block) != 3 or any(b < 1 for b in block):
+            raise VerifyException(
+                f"'{self.name}' block must be three positive sizes, got {list(block)}"
+            )
+        threads = block[0] * block[1] * block[2]
+        if threads > H100_BLOCK_THREADS or threads % 32:
+            raise VerifyException(
+                f"'{self.name}' block has {threads} threads; it needs a multiple "
+                f"of 32 and at most {H100_BLOCK_THREADS}"
+            )
+        if self.forloop < 1:
+            raise VerifyException(f"'{self.name}' forloop range must be >= 1")
+        args = self.entry.args
+        if [a.type for a in args] != [v.type for v in self.inputs]:
+            raise VerifyException(
+                f"'{self.name}' region arguments must match the input types"
+            )
+        verify_customized(self)
+
+
+Kernel = Dialect(
+    "kernel",
+    [
+        MatmulOp,
+        AddOp,
+        MulOp,
+        DivOp,
+        ExpOp,
+        SiluOp,
+        SqrtOp,
+        SquareOp,
+        RmsNormOp,
+        ReduceSumOp,
+        CustomizedOp,
+    ],
+    [],
+)

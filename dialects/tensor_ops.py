@@ -1,0 +1,247 @@
+"""Op shapes shared by the kernel, block and thread dialects.
+
+The three µGraph levels offer the same arithmetic on tensors that live in
+different memories (device memory, shared memory, registers). Each concrete op
+class in ``kernel``, ``block`` and ``thread`` derives from one of the bases here
+and so inherits its operands, assembly format and shape verifier. The class
+variable ``KIND`` names the operation independently of its level: the
+interpreter, the abstract expressions, the cost model and the lowering read
+their tables by ``KIND``, so each op says once what it means.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntegerAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    operand_def,
+    prop_def,
+    result_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl import shapes
+
+FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type)
+
+
+def tensor_shape(value: SSAValue | Attribute) -> tuple[int, ...]:
+    """Static shape of a tensor-typed value or type."""
+    ty = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(ty, TensorType)
+    return tuple(ty.get_shape())
+
+
+def element_type(value: SSAValue) -> Attribute:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return ty.element_type
+
+
+def check_float_tensors(op: Operation) -> None:
+    """All operands and results are static float tensors of one element type."""
+    values = [*op.operands, *op.results]
+    for v in values:
+        if not isinstance(v.type, TensorType):
+            raise VerifyException(f"'{op.name}' expects tensor types, got {v.type}")
+        if not isinstance(v.type.element_type, FLOAT_TYPES):
+            raise VerifyException(
+                f"'{op.name}' expects f16, bf16 or f32 elements, got "
+                f"{v.type.element_type}"
+            )
+        if any(d < 1 for d in v.type.get_shape()):
+            raise VerifyException(f"'{op.name}' expects static positive shapes")
+    dtypes = {str(element_type(v)) for v in values}
+    if len(dtypes) > 1:
+        raise VerifyException(
+            f"'{op.name}' mixes element types {sorted(dtypes)}; they must agree"
+        )
+
+
+def check_result_shape(op: Operation, expected: tuple[int, ...]) -> None:
+    got = tensor_shape(op.results[0])
+    if got != expected:
+        raise VerifyException(
+            f"'{op.name}' result shape {list(got)} does not match the "
+            f"expected {list(expected)}"
+        )
+
+
+def result_type_like(value: SSAValue, shape: tuple[int, ...]) -> TensorType:
+    return TensorType(element_type(value), shape)
+
+
+class TensorOp(IRDLOperation):
+    """Base of every arithmetic op on tensors, at any level."""
+
+    KIND: ClassVar[str]
+
+    def verify_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def verify_(self) -> None:
+        check_float_tensors(self)
+        try:
+            expected = self.verify_shape()
+        except shapes.ShapeError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        check_result_shape(self, expected)
+
+
+class UnaryOp(TensorOp):
+    """Element-wise unary op: the result has the operand's type."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation):
+        input = SSAValue.get(input)
+        super().__init__(operands=[input], result_types=[input.type])
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return tensor_shape(self.input)
+
+
+class BinaryOp(TensorOp):
+    """Element-wise binary op with broadcasting of size-1 dims."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = shapes.broadcast(tensor_shape(lhs), tensor_shape(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[result_type_like(lhs, shape)]
+        )
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.broadcast(tensor_shape(self.lhs), tensor_shape(self.rhs))
+
+
+class MatmulBase(TensorOp):
+    """Matmul over the last two dims, batched over equal leading dims."""
+
+    KIND: ClassVar[str] = "matmul"
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = shapes.matmul(tensor_shape(lhs), tensor_shape(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[result_type_like(lhs, shape)]
+        )
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.matmul(tensor_shape(self.lhs), tensor_shape(self.rhs))
+
+
+class ReduceSumBase(TensorOp):
+    """Sum over one dim, which is kept with size 1."""
+
+    KIND: ClassVar[str] = "reduce_sum"
+
+    input = operand_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = "$input `dim` $dim attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, dim: int):
+        input = SSAValue.get(input)
+        shape = shapes.reduce(tensor_shape(input), dim)
+        super().__init__(
+            operands=[input],
+            properties={"dim": IntegerAttr(dim, 64)},
+            result_types=[result_type_like(input, shape)],
+        )
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.reduce(tensor_shape(self.input), self.dim.value.data)
+
+
+class ConcatBase(TensorOp):
+    """Concatenation of two tensors along one dim."""
+
+    KIND: ClassVar[str] = "concat"
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs `dim` $dim attr-dict `:` type($lhs) `,` type($rhs) "
+        "`->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation, dim: int):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = shapes.concat(tensor_shape(lhs), tensor_shape(rhs), dim)
+        super().__init__(
+            operands=[lhs, rhs],
+            properties={"dim": IntegerAttr(dim, 64)},
+            result_types=[result_type_like(lhs, shape)],
+        )
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.concat(
+            tensor_shape(self.lhs), tensor_shape(self.rhs), self.dim.value.data
+        )
+
+
+def unary(kind_name: str, doc: str) -> type[UnaryOp]:
+    """Abstract unary base carrying a ``KIND``; dialects subclass it with a name."""
+    return type(
+        f"{kind_name.title()}Base",
+        (UnaryOp,),
+        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
+    )
+
+
+def binary(kind_name: str, doc: str) -> type[BinaryOp]:
+    """Abstract binary base carrying a ``KIND``; dialects subclass it with a name."""
+    return type(
+        f"{kind_name.title()}Base",
+        (BinaryOp,),
+        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
+    )
+
+
+ExpBase = unary("exp", "Element-wise e^x.")
+SiluBase = unary("silu", "Element-wise x * sigmoid(x).")
+SqrtBase = unary("sqrt", "Element-wise square root.")
+SquareBase = unary("square", "Element-wise x * x.")
+RmsNormBase = unary(
+    "rms_norm", "RMSNorm over the last dim with unit weight: x / sqrt(mean(x^2))."
+)
+AddBase = binary("add", "Element-wise sum with broadcasting.")
+MulBase = binary("mul", "Element-wise product with broadcasting.")
+DivBase = binary("div", "Element-wise quotient with broadcasting.")
+
+UNARY_KINDS = ("exp", "silu", "sqrt", "square", "rms_norm")
+BINARY_KINDS = ("add", "mul", "div")

@@ -1,0 +1,88 @@
+"""The thread dialect: element-wise ops one thread runs on register values.
+
+Thread graphs live inside ``block.thread_graph``; they are built by rule-based
+fusion of element-wise chains (see ``passes/fuse_thread_graphs.py``), not by
+search. Values keep their tile's tensor type so broadcasting stays explicit;
+each thread handles the elements it owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block import ThreadGraphOp
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import HasParent, IsTerminator, Pure
+
+
+@irdl_op_definition
+class AddOp(t.AddBase):
+    name = "thread.add"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MulOp(t.MulBase):
+    name = "thread.mul"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DivOp(t.DivBase):
+    name = "thread.div"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ExpOp(t.ExpBase):
+    name = "thread.exp"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SiluOp(t.SiluBase):
+    name = "thread.silu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SqrtOp(t.SqrtBase):
+    name = "thread.sqrt"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SquareOp(t.SquareBase):
+    name = "thread.square"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Returns the thread graph's results to the enclosing block graph."""
+
+    name = "thread.yield"
+
+    values = var_operand_def(TensorType)
+
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    traits = traits_def(IsTerminator(), HasParent(ThreadGraphOp), Pure())
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[list(values)])
+
+
+Thread = Dialect(
+    "thread",
+    [AddOp, MulOp, DivOp, ExpOp, SiluOp, SqrtOp, SquareOp, YieldOp],
+    [],
+)

@@ -1,0 +1,1 @@
+"""Progressive lowering from µGraphs to GPU code, and the code printers."""

@@ -1,0 +1,147 @@
+"""Structure of a block graph: for-loop phases, outputs and shared memory.
+
+A block graph runs in three phases. Values that depend on a for-loop
+partitioned input (``fmap != -1``) are *loop* values, recomputed on every
+iteration; values that depend on a ``block.forloop_accum`` are *post* values,
+computed once after the loop; everything else is *invariant*. The verifier,
+the interpreter and the lowering all read the phases from here.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl import shapes
+
+H100_SHARED_MEMORY_BYTES = 227 * 1024
+"""Shared memory one H100 thread block may use (opt-in maximum)."""
+
+ACCUMULATOR_BYTES = 4
+"""Accumulators are kept in fp32."""
+
+
+class Phase(Enum):
+    INVARIANT = 0
+    LOOP = 1
+    POST = 2
+
+
+def op_phase(op: Operation, phases: dict[SSAValue, Phase]) -> Phase:
+    """Phase of an op's results, given its operands' phases."""
+    if op.name == "block.forloop_accum":
+        return Phase.POST
+    if op.name == "block.input":
+        return Phase.LOOP if op.forloop_dim != -1 else Phase.INVARIANT  # type: ignore[attr-defined]
+    operand_phases = {phases[v] for v in op.operands}
+    if {Phase.LOOP, Phase.POST} <= operand_phases:
+        raise VerifyException(
+            f"'{op.name}' mixes a per-iteration value with an accumulated one; "
+            "per-iteration values must reach it through 'block.forloop_accum'"
+        )
+    return max(operand_phases, key=lambda p: p.value, default=Phase.INVARIANT)
+
+
+def phases_of(customized: Operation) -> dict[SSAValue, Phase]:
+    """Phase of every value in a customized op's block graph."""
+    block = customized.regions[0].block
+    phases: dict[SSAValue, Phase] = {a: Phase.INVARIANT for a in block.args}
+    for op in block.ops:
+        phase = op_phase(op, phases)
+        if op.name == "block.forloop_accum" and phases[op.operands[0]] == Phase.POST:
+            raise VerifyException(
+                f"'{op.name}' accumulates a value that is already accumulated"
+            )
+        for r in op.results:
+            phases[r] = phase
+    return phases
+
+
+def outputs_of(customized: Operation) -> list[Operation]:
+    return [op for op in customized.regions[0].block.ops if op.name == "block.output"]
+
+
+def element_bytes(ty: TensorType) -> int:
+    return ty.element_type.bitwidth // 8  # type: ignore[attr-defined]
+
+
+def tile_bytes(value: SSAValue) -> int:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    count = 1
+    for d in ty.get_shape():
+        count *= d
+    if value.owner.name == "block.forloop_accum":  # type: ignore[union-attr]
+        return count * ACCUMULATOR_BYTES
+    return count * element_bytes(ty)
+
+
+def shared_memory_bytes(customized: Operation) -> int:
+    """Peak shared memory of a block graph, by liveness in program order.
+
+    A tile is live from the op that defines it to its last use; accumulators
+    stay live for the whole kernel. Kernel arguments live in device memory and
+    cost nothing here.
+    """
+    ops = list(customized.regions[0].block.ops)
+    last_use: dict[SSAValue, int] = {}
+    for i, op in enumerate(ops):
+        for v in op.operands:
+            last_use[v] = i
+    live: dict[SSAValue, int] = {}
+    peak = 0
+    for i, op in enumerate(ops):
+        for r in op.results:
+            end = len(ops) if op.name == "block.forloop_accum" else last_use.get(r, i)
+            live[r] = end
+        peak = max(peak, sum(tile_bytes(v) for v, end in live.items() if end >= i))
+        live = {v: end for v, end in live.items() if end > i}
+    return peak
+
+
+def verify_customized(op: Operation) -> None:
+    """Whole-graph checks of a ``kernel.customized`` op (beyond each op's own)."""
+    block = op.regions[0].block
+    for inner in block.ops:
+        if not inner.name.startswith("block."):
+            raise VerifyException(
+                f"'{op.name}' region may only hold block ops, found '{inner.name}'"
+            )
+    phases = phases_of(op)
+    outs = outputs_of(op)
+    if len(outs) != len(op.results):
+        raise VerifyException(
+            f"'{op.name}' has {len(op.results)} results but its block graph has "
+            f"{len(outs)} 'block.output' ops"
+        )
+    forloop = op.forloop  # type: ignore[attr-defined]
+    for i, (out, result) in enumerate(zip(outs, op.results, strict=True)):
+        if forloop > 1 and phases[out.operands[0]] == Phase.LOOP:
+            raise VerifyException(
+                f"'block.output' #{i} saves a per-iteration value; accumulate it "
+                "with 'block.forloop_accum' first"
+            )
+        tile = tuple(out.operands[0].type.get_shape())  # type: ignore[attr-defined]
+        try:
+            full = shapes.stitched_shape(tile, out.output_map, op.grid_dims)  # type: ignore[attr-defined]
+        except shapes.ShapeError as e:
+            raise VerifyException(f"'block.output' #{i}: {e}") from None
+        got = tuple(result.type.get_shape())  # type: ignore[attr-defined]
+        if got != full:
+            raise VerifyException(
+                f"'{op.name}' result #{i} has shape {list(got)} but its "
+                f"'block.output' stitches {list(full)}"
+            )
+        if result.type.element_type != out.operands[0].type.element_type:  # type: ignore[attr-defined]
+            raise VerifyException(
+                f"'{op.name}' result #{i} element type differs from its output tile"
+            )
+    used = shared_memory_bytes(op)
+    if used > H100_SHARED_MEMORY_BYTES:
+        raise VerifyException(
+            f"'{op.name}' block graph needs {used} bytes of shared memory, over "
+            f"the H100 limit of {H100_SHARED_MEMORY_BYTES} bytes per block"
+        )

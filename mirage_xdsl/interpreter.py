@@ -1,0 +1,243 @@
+"""The µGraph interpreter: every level, with the GPU's partition semantics.
+
+Kernel-level ops compute on whole device tensors. A ``kernel.customized`` op
+runs its block graph as the GPU would, but vectorised: every block-level value
+is held as one array of shape ``(grid_x, grid_y, grid_z, iterations, *tile)``.
+The leading axes index the thread block, the fourth the for-loop iteration
+(size 1 for values that do not vary with it), and the rest is the tile one
+block sees. ``block.input`` cuts a device tensor into exactly these tiles,
+``block.forloop_accum`` sums over the iteration axis, and ``block.output``
+stitches tiles back by ``omap``. Tile-level ops use negative axes, so the same
+implementation serves kernel, block and thread levels.
+
+All arithmetic goes through a :class:`~mirage_xdsl.domain.Domain`, so the float
+reference and the finite-field fingerprints share this one walker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.ir import Operation
+
+from mirage_xdsl.dialects import block, kernel, thread
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.domain import Domain, FloatDomain
+
+BLOCK_AXES = 4
+"""Leading axes of a block-level value: grid x, y, z and the for-loop iteration."""
+ITERATION_AXIS = 3
+
+
+def rms(domain: Domain, x: np.ndarray, axes: tuple[int, ...], count: int) -> np.ndarray:
+    """sqrt(mean(x^2)) over ``axes``, which hold ``count`` elements in all."""
+    return domain.sqrt(domain.div_count(domain.sum(domain.square(x), axes), count))
+
+
+def tensor_op(domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]) -> np.ndarray:
+    """Evaluate one arithmetic op of any level on (possibly block-batched) arrays."""
+    kind = op.KIND
+    if kind in t.BINARY_KINDS or kind == "matmul":
+        return getattr(domain, kind)(args[0], args[1])
+    if kind == "rms_norm":
+        x = args[0]
+        return domain.div(x, rms(domain, x, (-1,), x.shape[-1]))
+    if kind in t.UNARY_KINDS:
+        return getattr(domain, kind)(args[0])
+    rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]
+    dim = op.dim.value.data - rank  # type: ignore[attr-defined]
+    if kind == "reduce_sum":
+        return domain.sum(args[0], (dim,))
+    if kind == "concat":
+        return np.concatenate(_broadcast_except(args[0], args[1], dim), axis=dim)
+    raise NotImplementedError(f"no semantics for '{op.name}'")
+
+
+def _broadcast_except(
+    lhs: np.ndarray, rhs: np.ndarray, axis: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Broadcast two arrays to agree on every axis but ``axis``."""
+    ls, rs = list(lhs.shape), list(rhs.shape)
+    ls[axis] = rs[axis] = 1
+    common = list(np.broadcast_shapes(tuple(ls), tuple(rs)))
+    lshape, rshape = list(common), list(common)
+    lshape[axis], rshape[axis] = lhs.shape[axis], rhs.shape[axis]
+    return np.broadcast_to(lhs, lshape), np.broadcast_to(rhs, rshape)
+
+
+def split_tiles(
+    x: np.ndarray, imap: Sequence[int], fmap: int, grid: Sequence[int], forloop: int
+) -> np.ndarray:
+    """Cut a device tensor into per-block, per-iteration tiles.
+
+    Returns ``(gx, gy, gz, iterations, *tile)``; axes a tensor is replicated
+    along have size 1 and broadcast.
+    """
+    factors: list[int] = []
+    grid_axis: dict[int, int] = {}
+    loop_axis = None
+    tile_axes: list[int] = []
+    for d, size in enumerate(x.shape):
+        for g, mapped in enumerate(imap):
+            if mapped == d:
+                grid_axis[g] = len(factors)
+                factors.append(grid[g])
+                size //= grid[g]
+        if fmap == d:
+            loop_axis = len(factors)
+            factors.append(forloop)
+            size //= forloop
+        tile_axes.append(len(factors))
+        factors.append(size)
+    y = x.reshape(factors)
+    lead = [grid_axis[g] for g in range(3) if g in grid_axis]
+    lead += [loop_axis] if loop_axis is not None else []
+    y = y.transpose(lead + tile_axes)
+    shape = [grid[g] if g in grid_axis else 1 for g in range(3)]
+    shape.append(forloop if loop_axis is not None else 1)
+    return y.reshape(shape + list(y.shape[len(lead) :]))
+
+
+def stitch_tiles(y: np.ndarray, omap: Sequence[int], grid: Sequence[int]) -> np.ndarray:
+    """Inverse of :func:`split_tiles` for outputs: place each block's tile."""
+    tile = y.shape[BLOCK_AXES:]
+    y = np.broadcast_to(y, (*grid, 1, *tile))[:, :, :, 0]
+    order: list[int] = []
+    full: list[int] = []
+    for d, size in enumerate(tile):
+        extent = size
+        for g, mapped in enumerate(omap):
+            if mapped == d:
+                order.append(g)
+                extent *= grid[g]
+        order.append(3 + d)
+        full.append(extent)
+    order += [g for g in range(3) if g not in order]
+    return np.ascontiguousarray(y.transpose(order)).reshape(full)
+
+
+def _tensor_impl(op_type: type[Operation]) -> Callable[..., Any]:
+    def run(self: MirageFunctions, interpreter: Interpreter, op: Any, args: Any):
+        return (tensor_op(self.domain, op, args),)
+
+    return impl(op_type)(run)
+
+
+ARITH_OPS: tuple[type[Operation], ...] = tuple(
+    cls
+    for dialect in (kernel.Kernel, block.BlockDialect, thread.Thread)
+    for cls in dialect.operations
+    if issubclass(cls, t.TensorOp)
+)
+
+
+class MirageFunctions(InterpreterFunctions):
+    """Implementations of the kernel, block and thread ops over a domain."""
+
+    def __init__(self, domain: Domain):
+        self.domain = domain
+
+    @impl(kernel.CustomizedOp)
+    def run_customized(
+        self, interpreter: Interpreter, op: kernel.CustomizedOp, args: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        grid, forloop = op.grid_dims, op.forloop
+        env: dict[Any, np.ndarray] = dict(zip(op.entry.args, args, strict=True))
+        outputs: list[np.ndarray] = []
+        for inner in op.entry.ops:
+            ins = [env[v] for v in inner.operands]
+            if isinstance(inner, block.InputOp):
+                value = split_tiles(
+                    ins[0], inner.input_map, inner.forloop_dim, grid, forloop
+                )
+                env[inner.result] = value
+            elif isinstance(inner, block.OutputOp):
+                outputs.append(stitch_tiles(ins[0], inner.output_map, grid))
+            else:
+                results = interpreter.run_op(inner, tuple(ins))
+                env.update(zip(inner.results, results, strict=True))
+        return tuple(outputs)
+
+    @impl(block.ForloopAccumOp)
+    def run_forloop_accum(
+        self, interpreter: Interpreter, op: block.ForloopAccumOp, args: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        x = args[0]
+        forloop = op.parent_op().forloop  # type: ignore[union-attr]
+        iterations = forloop if x.shape[ITERATION_AXIS] == 1 else 1
+        count = x.shape[-1] * x.shape[ITERATION_AXIS]
+        d = self.domain
+        match op.reduction:
+            case "none":
+                acc = d.sum(x, (ITERATION_AXIS,))
+            case "sum":
+                acc = d.sum(x, (ITERATION_AXIS, -1))
+            case "mean":
+                acc = d.div_count(d.sum(x, (ITERATION_AXIS, -1)), count)
+                iterations = 1
+            case _:
+                acc = rms(d, x, (ITERATION_AXIS, -1), count)
+                iterations = 1
+        if iterations > 1:
+            # A loop-invariant tile is added once per iteration.
+            acc = d.mul(acc, d.load(np.full((1,) * acc.ndim, iterations)))
+        return (acc,)
+
+    @impl(block.ThreadGraphOp)
+    def run_thread_graph(
+        self, interpreter: Interpreter, op: block.ThreadGraphOp, args: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        return interpreter.run_ssacfg_region(op.body, args, "thread_graph")
+
+    @impl_terminator(thread.YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: thread.YieldOp, args: tuple[Any, ...]
+    ) -> tuple[TerminatorValue, tuple[Any, ...]]:
+        return ReturnedValues(args), ()
+
+
+for _op in ARITH_OPS:
+    setattr(MirageFunctions, f"run_{_op.name.replace('.', '_')}", _tensor_impl(_op))
+MirageFunctions = register_impls(MirageFunctions)
+
+
+def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
+    """The function to run: ``name``, or the module's only/first function."""
+    funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if name is not None:
+        funcs = [f for f in funcs if f.sym_name.data == name]
+    if not funcs:
+        raise ValueError(
+            f"no function {name or ''} to run in the module".replace("  ", " ")
+        )
+    return funcs[0]
+
+
+def run(
+    module: ModuleOp,
+    inputs: Sequence[np.ndarray],
+    domain: Domain | None = None,
+    function: str | None = None,
+) -> list[np.ndarray]:
+    """Run a function of ``module`` on ``inputs`` and return its outputs."""
+    domain = domain or FloatDomain()
+    fn = entry_function(module, function)
+    interpreter = Interpreter(module)
+    interpreter.register_implementations(FuncFunctions())
+    interpreter.register_implementations(MirageFunctions(domain))
+    values = tuple(domain.load(np.asarray(x)) for x in inputs)
+    return list(interpreter.call_op(fn, values))

@@ -1,0 +1,12 @@
+"""The ``xdsl.universe`` plugin: lets stock ``xdsl-opt`` load our dialects,
+passes and targets."""
+
+from xdsl.universe import Universe
+
+from mirage_xdsl.context import DIALECTS
+from mirage_xdsl.passes import ALL_PASSES
+from mirage_xdsl.targets import ALL_TARGETS
+
+MIRAGE_UNIVERSE = Universe(
+    all_dialects=DIALECTS, all_passes=ALL_PASSES, all_targets=ALL_TARGETS
+)

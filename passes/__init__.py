@@ -1,0 +1,16 @@
+"""Module passes of mirage-xdsl, one module each.
+
+``ALL_PASSES`` maps each pass name to a loader, the shape xDSL's ``Universe``
+expects, so ``mirage-opt`` and stock ``xdsl-opt`` list the same passes.
+"""
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+
+def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    return {}
+
+
+ALL_PASSES = _all_passes()
