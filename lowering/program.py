@@ -1,0 +1,66 @@
+"""What the CUDA code generator hands to the runtime: a lowered program.
+
+A ``GpuProgram`` is the whole ``func.func`` after lowering: one CUDA C source
+holding every kernel, the device buffers the function needs (its inputs, its
+outputs and the intermediates between kernels) and the launches in order. The
+runtime compiles ``source`` once (NVRTC, ``sm_90``), allocates the
+intermediates, and replays ``launches`` with buffer pointers as arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+BufferKind = Literal["input", "output", "intermediate"]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A device tensor of the function: row-major, contiguous."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    """Element type as in MLIR: "f16", "bf16" or "f32"."""
+    kind: BufferKind
+    index: int
+    """Position among the function's inputs or outputs (-1 for intermediates)."""
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel launch: ``name<<<grid, block, shared_bytes>>>(*args)``.
+
+    ``args`` name buffers; each kernel parameter is a pointer to that buffer's
+    first element, in this order.
+    """
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuProgram:
+    """CUDA C source plus the buffers and launches that run one function."""
+
+    function: str
+    source: str
+    buffers: tuple[BufferSpec, ...]
+    launches: tuple[KernelLaunch, ...]
+    arch: str = "sm_90"
+    options: tuple[str, ...] = field(default=())
+    """Extra NVRTC options the source needs."""
+
+    def inputs(self) -> list[BufferSpec]:
+        return sorted(
+            (b for b in self.buffers if b.kind == "input"), key=lambda b: b.index
+        )
+
+    def outputs(self) -> list[BufferSpec]:
+        return sorted(
+            (b for b in self.buffers if b.kind == "output"), key=lambda b: b.index
+        )
