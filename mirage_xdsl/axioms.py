@@ -146,11 +146,12 @@ class Z3Axioms:
 
     # --- queries -------------------------------------------------------------
 
-    def _prove(self, goal_builder) -> bool | None:
+    def _prove(self, goal_builder, timeout_ms: int | None) -> bool | None:
         # Encode first: new sum functions add axioms at the base level.
         goal = goal_builder()
         self.solver.push()
         try:
+            self.solver.set("timeout", timeout_ms or self.timeout_ms)
             self.solver.add(z3.Not(goal))
             result = self.solver.check()
         finally:
@@ -161,11 +162,16 @@ class Z3Axioms:
             return False
         return None
 
-    def prove_subexpr(self, e: Expr, targets: Sequence[Expr]) -> bool | None:
+    def prove_subexpr(
+        self, e: Expr, targets: Sequence[Expr], timeout_ms: int | None = None
+    ) -> bool | None:
         """True if z3 proves ``e ⊑ t`` for some target, False if it refutes it."""
         return self._prove(
-            lambda: z3.Or([self.sub(self.term(e), self.term(t)) for t in targets])
+            lambda: z3.Or([self.sub(self.term(e), self.term(t)) for t in targets]),
+            timeout_ms,
         )
 
-    def prove_equal(self, a: Expr, b: Expr) -> bool | None:
-        return self._prove(lambda: self.term(a) == self.term(b))
+    def prove_equal(
+        self, a: Expr, b: Expr, timeout_ms: int | None = None
+    ) -> bool | None:
+        return self._prove(lambda: self.term(a) == self.term(b), timeout_ms)

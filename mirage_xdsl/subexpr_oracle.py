@@ -72,7 +72,7 @@ class SubexprOracle:
             unknown |= r is None
         return None if unknown else False
 
-    def z3_is_subexpr(self, e: Expr) -> bool | None:
+    def z3_is_subexpr(self, e: Expr, timeout_ms: int | None = None) -> bool | None:
         """z3's answer for one non-piecewise term (None: not proved in time)."""
         import time
 
@@ -82,7 +82,7 @@ class SubexprOracle:
             self._z3 = Z3Axioms(self.z3_timeout_ms)
         start = time.perf_counter()
         try:
-            return self._z3.prove_subexpr(e, self.targets)
+            return self._z3.prove_subexpr(e, self.targets, timeout_ms)
         finally:
             self.stats.z3_seconds += time.perf_counter() - start
 
