@@ -54,14 +54,18 @@ MAX_SUM_TERMS = 1 << 32
 
 
 def reduce(x: np.ndarray, m: int) -> np.ndarray:
-    """``x mod m`` for int64 ``0 <= x < 2^53``, without integer division.
+    """``x mod m`` for integers ``0 <= x < 2^53`` (int64 or exact float64).
 
-    The float64 quotient estimate is off by at most one either way (x/m is
-    exactly representable to within 2^-30 relative), so one correction makes
-    the result exact.
+    Computed in float64, where every step is exact: ``x`` is representable,
+    the quotient estimate ``floor(x / m)`` is off by at most one either way
+    (x/m < 2^23 is computed to within 2^-29), ``quotient * m < 2^53`` and the
+    remainder lies in [-m, 2m) before one correction step.
     """
-    quotient = np.floor(x * (1.0 / m)).astype(np.int64)
-    r = x - quotient * m
+    return _reduce_float(np.asarray(x, np.float64), m).astype(np.int64)
+
+
+def _reduce_float(x: np.ndarray, m: int) -> np.ndarray:
+    r = x - np.floor(x * (1.0 / m)) * m
     r += m * (r < 0)
     r -= m * (r >= m)
     return r
@@ -112,17 +116,33 @@ def invmod(a: np.ndarray, m: int) -> np.ndarray:
 
 
 def _limb_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
-    """``a @ b mod m`` for a contraction of at most MAX_CHUNK terms."""
-    a0, a1 = (a & LIMB_MASK).astype(np.float64), (a >> LIMB_BITS).astype(np.float64)
-    b0, b1 = (b & LIMB_MASK).astype(np.float64), (b >> LIMB_BITS).astype(np.float64)
+    """``a @ b mod m`` for a contraction of at most MAX_CHUNK terms.
+
+    With 16-bit limbs ``a = a1 * 2^16 + a0`` the product is
+    ``(a1 b1) 2^32 + ((a0 + a1)(b0 + b1) - a0 b0 - a1 b1) 2^16 + a0 b0``; every
+    limb product sum is an exact float64 integer (< 2^34 * MAX_CHUNK = 2^53),
+    and the three are combined by Horner's rule with a reduction after each
+    step, so no intermediate exceeds 2^47 + 2^31.
+    """
+
+    def limbs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            (x & LIMB_MASK).astype(np.float64, order="C"),
+            (x >> LIMB_BITS).astype(np.float64, order="C"),
+        )
+
+    a0, a1 = limbs(a)
+    b0, b1 = limbs(b)
     low = np.matmul(a0, b0)
     high = np.matmul(a1, b1)
-    middle = np.matmul(a0 + a1, b0 + b1) - low - high
-    r_low = reduce(low.astype(np.int64), m)
-    r_mid = reduce(middle.astype(np.int64), m)
-    r_high = reduce(high.astype(np.int64), m)
-    shifted = mulmod(r_mid, (1 << LIMB_BITS) % m, m)
-    return addmod(addmod(r_low, shifted, m), mulmod(r_high, (1 << 32) % m, m), m)
+    middle = np.matmul(a0 + a1, b0 + b1)
+    middle -= low
+    middle -= high
+    r = _reduce_float(high, m) * float(1 << LIMB_BITS)
+    r += _reduce_float(middle, m)
+    r = _reduce_float(r, m) * float(1 << LIMB_BITS)
+    r += _reduce_float(low, m)
+    return _reduce_float(r, m).astype(np.int64)
 
 
 def matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
@@ -142,7 +162,8 @@ def summod(x: np.ndarray, axes: tuple[int, ...], m: int) -> np.ndarray:
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     if count > MAX_SUM_TERMS:
         raise ValueError(f"a sum of {count} terms would overflow int64")
-    return reduce(np.sum(x, axis=axes, keepdims=True, dtype=np.int64), m)
+    # The sum may exceed 2^53, so reduce it with exact integer division.
+    return np.remainder(np.sum(x, axis=axes, keepdims=True, dtype=np.int64), m)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -178,18 +199,19 @@ class FiniteFieldDomain:
     programs being compared: the exponent base ``omega`` (a random generator of
     the order-q subgroup), and the keys of two random functions:
 
-    - ``sqrt(x)`` is a keyed hash of the pair (x_p, x_q), reduced to a pair of
-      residues. It is a function, so equal arguments give equal results and
+    - ``sqrt(x)`` is a keyed 64-bit hash of the pair (x_p, x_q) reduced mod p
+      and mod q. It is a function, so equal arguments give equal results and
       every rewrite that computes the *argument* of a sqrt differently (sums
       reordered, split across blocks or for-loop iterations, means rescaled) is
       recognised. Identities *through* sqrt (``sqrt(a) sqrt(b) = sqrt(ab)``,
       ``sqrt(4x) = 2 sqrt(x)``, ``sqrt(x)^2 = x``) are not: a program relying
       on them is reported not equivalent. That costs completeness, never
       soundness of an accepting verdict.
-    - the Z_q component of ``exp(x)`` is a second keyed hash of x: the Z_q
-      component is only ever used as an exponent, and nested exponentials have
-      no faithful finite-field image, so ``exp(exp(..))`` is treated as an
-      opaque function of its argument, like sqrt.
+    - the Z_q component of ``exp(x)`` is its Z_p component reduced mod q: the
+      Z_q component is only ever used as an exponent, and nested exponentials
+      have no faithful finite-field image, so ``exp(exp(..))`` is merely some
+      fixed function of its argument (sound, like sqrt; no identities through
+      it are recognised).
 
     ``silu(x) = x / (1 + exp(-x))`` is evaluated from these pieces. Division by
     zero yields zero and is counted in ``zero_divisors``.
@@ -205,7 +227,6 @@ class FiniteFieldDomain:
             raise AssertionError("omega must have order q")
         keys = rng.integers(0, 2**63, size=4, dtype=np.uint64)
         self._sqrt_keys = (keys[0], keys[1])
-        self._exp_key = keys[2]
         self._low = power_table(self.omega, 1 << 15, P)
         self._high = power_table(pow(self.omega, 1 << 15, P), 1 << 15, P)
         self.zero_divisors = 0
@@ -244,7 +265,7 @@ class FiniteFieldDomain:
     def exp(self, x: np.ndarray) -> np.ndarray:
         e = x["q"]
         value = mulmod(self._high[e >> 15], self._low[e & 0x7FFF], P)
-        return field(value, self._hash(x, self._exp_key) % np.uint64(Q))
+        return field(value, reduce(value, Q))
 
     def silu(self, x: np.ndarray) -> np.ndarray:
         minus = field(negmod(x["p"], P), negmod(x["q"], Q))

@@ -9,8 +9,14 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _verify_equivalent() -> type[ModulePass]:
+    from mirage_xdsl.passes.verify_equivalent import VerifyEquivalentPass
+
+    return VerifyEquivalentPass
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    return {"verify-equivalent": _verify_equivalent}
 
 
 ALL_PASSES = _all_passes()
