@@ -9,6 +9,12 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _apply_mirage_rewrites() -> type[ModulePass]:
+    from mirage_xdsl.passes.apply_mirage_rewrites import ApplyMirageRewrites
+
+    return ApplyMirageRewrites
+
+
 def _verify_equivalent() -> type[ModulePass]:
     from mirage_xdsl.passes.verify_equivalent import VerifyEquivalentPass
 
@@ -16,7 +22,10 @@ def _verify_equivalent() -> type[ModulePass]:
 
 
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {"verify-equivalent": _verify_equivalent}
+    return {
+        "apply-mirage-rewrites": _apply_mirage_rewrites,
+        "verify-equivalent": _verify_equivalent,
+    }
 
 
 ALL_PASSES = _all_passes()
