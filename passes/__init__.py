@@ -15,9 +15,16 @@ def _apply_mirage_rewrites() -> type[ModulePass]:
     return ApplyMirageRewrites
 
 
+def _verify_equivalent() -> type[ModulePass]:
+    from mirage_xdsl.passes.verify_equivalent import VerifyEquivalentPass
+
+    return VerifyEquivalentPass
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "apply-mirage-rewrites": _apply_mirage_rewrites,
+        "verify-equivalent": _verify_equivalent,
     }
 
 
