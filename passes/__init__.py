@@ -27,11 +27,18 @@ def _lower_to_gpu() -> type[ModulePass]:
     return LowerToGpuPass
 
 
+def _apply_mirage_rewrites() -> type[ModulePass]:
+    from mirage_xdsl.passes.apply_mirage_rewrites import ApplyMirageRewrites
+
+    return ApplyMirageRewrites
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "default-customize": _default_customize,
         "fuse-thread-graphs": _fuse_thread_graphs,
         "lower-to-gpu": _lower_to_gpu,
+        "apply-mirage-rewrites": _apply_mirage_rewrites,
     }
 
 
