@@ -15,7 +15,9 @@ kernel follows them:
    ``omap``.
 
 A ``block.matmul`` whose only user is a plain ``block.forloop_accum`` adds its
-product straight into the accumulator, skipping the intermediate tile. A
+product straight into the accumulator, and one whose only user is an
+element-wise unary op applies it on the way out (``exp(Q·K)``); both skip the
+intermediate tile. A
 barrier follows every op, since each op is a collective over whole tiles.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.gpux import (
     CopyOp,
     CpAsyncCommitOp,
@@ -33,7 +36,12 @@ from mirage_xdsl.dialects.gpux import (
 )
 from mirage_xdsl.lowering.block_ops import LOWERINGS, kind_of
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
-from mirage_xdsl.lowering.matmul import lower_matmul, shapes_allow_tensor_cores
+from mirage_xdsl.lowering.matmul import (
+    Epilogue,
+    accumulate_result,
+    lower_matmul,
+    shapes_allow_tensor_cores,
+)
 from mirage_xdsl.lowering.shared_plan import (
     ACCUMULATOR_TYPE,
     Interval,
@@ -42,6 +50,7 @@ from mirage_xdsl.lowering.shared_plan import (
     layout_for,
 )
 from mirage_xdsl.lowering.tiles import (
+    SCALAR,
     WARP,
     Threads,
     TileRef,
@@ -74,6 +83,15 @@ def _dims(ty) -> tuple[int, ...]:
     return tuple(ty.get_shape())
 
 
+def apply_after(kind: str) -> Epilogue:
+    """Epilogue applying an element-wise op to each product element."""
+
+    def epilogue(b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]) -> None:
+        store(b, SCALAR[kind](b, value), dst, index)
+
+    return epilogue
+
+
 class KernelLowering:
     """Builds the body of one kernel from a customized op's block graph."""
 
@@ -97,6 +115,16 @@ class KernelLowering:
             and o.results[0].has_one_use()
             and isinstance(o.results[0].get_user_of_unique_use(), block.ForloopAccumOp)
             and o.results[0].get_user_of_unique_use().reduction == "none"  # type: ignore[union-attr]
+        }
+        self.epilogues = {
+            o: user
+            for o in ops
+            if isinstance(o, block.MatmulOp)
+            and o not in self.fused
+            and o.results[0].has_one_use()
+            and isinstance(user := o.results[0].get_user_of_unique_use(), t.UnaryOp)
+            and user.KIND in SCALAR
+            and self._phase(user) == self._phase(o)
         }
         self.tiles: dict[SSAValue, TileRef] = {}
         self.staged_tiles: set[SSAValue] = set()
@@ -124,7 +152,7 @@ class KernelLowering:
                     ldmatrix.update((o.lhs, o.rhs))
         out: dict[SSAValue, tuple[TileLayout, bool]] = {}
         for o in self.op.entry.ops:
-            if isinstance(o, block.OutputOp) or o in self.fused:
+            if isinstance(o, block.OutputOp) or o in self.fused or o in self.epilogues:
                 continue
             for r in o.results:
                 ty = r.type
@@ -146,6 +174,9 @@ class KernelLowering:
             owner = v.owner
             assert isinstance(owner, Operation)
             start = pos[owner]
+            producers = [m for m, user in self.epilogues.items() if user is owner]
+            if producers:  # written by the matmul's epilogue
+                start = pos[producers[0]]
             uses = [pos[u.operation] for u in v.uses if u.operation in pos]
             end = max(uses, default=start)
             if isinstance(owner, block.ForloopAccumOp) or self.staged(owner):
@@ -316,17 +347,18 @@ class KernelLowering:
     def compute(self, o: Operation) -> None:
         if isinstance(o, block.ForloopAccumOp):
             self.accumulate(o)
-        elif o in self.fused:
-            acc = self.fused[o]
+        elif o in self.fused or o in self.epilogues:
             assert isinstance(o, block.MatmulOp)
+            if o in self.fused:
+                dst, epilogue = self.tile(self.fused[o].results[0]), accumulate_result
+            else:
+                user = self.epilogues[o]
+                dst, epilogue = self.tile(user.results[0]), apply_after(user.KIND)
             lower_matmul(
-                self.b,
-                self.threads,
-                self.tile(o.lhs),
-                self.tile(o.rhs),
-                self.tile(acc.results[0]),
-                accumulate=True,
+                self.b, self.threads, self.tile(o.lhs), self.tile(o.rhs), dst, epilogue
             )
+        elif o in self.epilogues.values():
+            return  # computed by its matmul's epilogue
         else:
             LOWERINGS[kind_of(o)](self, o)
         self.b.insert(gpu.BarrierOp())

@@ -7,15 +7,16 @@ walks its tasks, and for every 16-deep slice of K loads one A fragment with
 K-major, row-major in shared memory), then issues ``nb`` ``mma.m16n8k16``
 with fp32 accumulators carried in registers. Rows past M (tiles with fewer
 than 16 rows, as in batch-1 GEMV-like products) read a clamped row and are not
-stored. Results go to the destination tile, or are added into an fp32
-accumulator tile when the product feeds ``block.forloop_accum`` directly.
+stored. An epilogue writes each result element: a plain store, an add into
+the fp32 accumulator when the product feeds ``block.forloop_accum``
+directly, or an element-wise op applied on the way (``exp(Q·K)``).
 
 Fallback: one thread per output element with an fp32 dot product.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mirage_xdsl.dialects.gpux import MMA_C, LdmatrixOp, MmaOp
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
@@ -52,12 +53,19 @@ def _batch_index(b: GpuBuilder, flat: Ix, shape: Sequence[int]) -> list[Ix]:
     return b.unravel(flat, shape[:-2]) if len(shape) > 2 else []
 
 
-def _update(
-    b: GpuBuilder, dst: TileRef, index: list[Ix], value: SSAValue, accumulate: bool
-) -> None:
-    if accumulate:
-        value = b.addf(b.load_f32(dst.mem, dst.at(index)), value)
+Epilogue = Callable[[GpuBuilder, SSAValue, TileRef, list[Ix]], None]
+"""Writes one fp32 result element of the product into the destination tile."""
+
+
+def store_result(b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]) -> None:
     store(b, value, dst, index)
+
+
+def accumulate_result(
+    b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]
+) -> None:
+    """``dst += value``: the product feeds a plain for-loop accumulator."""
+    store(b, b.addf(b.load_f32(dst.mem, dst.at(index)), value), dst, index)
 
 
 def lower_tensor_core(
@@ -66,7 +74,7 @@ def lower_tensor_core(
     a: TileRef,
     bt: TileRef,
     dst: TileRef,
-    accumulate: bool,
+    epilogue: Epilogue,
 ) -> None:
     m, k = a.shape[-2], a.shape[-1]
     n = bt.shape[-1]
@@ -125,7 +133,7 @@ def lower_tensor_core(
                     for e in range(2):
                         col = b.add(b.add(n0, j * MMA_N + e), pair)
                         value = b.extract(acc, 2 * half + e)
-                        _update(b, dst, [*bidx, row, col], value, accumulate)
+                        epilogue(b, value, dst, [*bidx, row, col])
 
     b.strided(threads.warp, tasks, threads.warps, task)
 
@@ -136,7 +144,7 @@ def lower_fma(
     a: TileRef,
     bt: TileRef,
     dst: TileRef,
-    accumulate: bool,
+    epilogue: Epilogue,
 ) -> None:
     k = a.shape[-1]
 
@@ -149,7 +157,7 @@ def lower_fma(
             return [b.addf(acc[0], b.mulf(x, y))]
 
         (total,) = b.loop(0, k, 1, dot, [b.f32(0.0)])
-        _update(b, dst, index, total, accumulate)
+        epilogue(b, total, dst, index)
 
     for_each_element(b, threads, dst.shape, element)
 
@@ -160,10 +168,10 @@ def lower_matmul(
     a: TileRef,
     bt: TileRef,
     dst: TileRef,
-    accumulate: bool = False,
+    epilogue: Epilogue = store_result,
 ) -> None:
-    """``dst (+)= a @ b`` over the tiles' last two dims, batched over the rest."""
+    """``epilogue(a @ b)`` into ``dst``, over the last two dims, batched over the rest."""
     if tensor_core_ok(a, bt):
-        lower_tensor_core(b, threads, a, bt, dst, accumulate)
+        lower_tensor_core(b, threads, a, bt, dst, epilogue)
     else:
-        lower_fma(b, threads, a, bt, dst, accumulate)
+        lower_fma(b, threads, a, bt, dst, epilogue)
