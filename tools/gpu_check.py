@@ -101,10 +101,10 @@ def cases(args) -> list[Case]:
     out = [Case("selftest", n) for n in SELFTESTS if wanted(n)]
     for kind, names in (("workload", WORKLOADS), ("handwritten", HANDWRITTEN)):
         out += [Case(kind, n, b) for n in names if wanted(n) for b in args.batches]
-    if args.random and fuzz_module() is not None and not args.only:
+    if args.random and fuzz_module() is not None:
+        seeds = range(args.seed, args.seed + args.random)
         out += [
-            Case("random", f"seed{args.seed + i}", None, args.seed + i)
-            for i in range(args.random)
+            Case("random", f"seed{s}", None, s) for s in seeds if wanted(f"seed{s}")
         ]
     return out
 
