@@ -83,7 +83,10 @@ def test_markdown_names_failed_candidates() -> None:
         bench.Method("eager", "torch", "ok", 8.0, 7.0, 9.0),
     ]
     assert "plain: wrong" in bench.markdown([c], copy_tbps=3.0)
-    assert "| lora | 8 | plain | wrong |" in bench.details([c])
+    assert "| lora | 8 | ours/plain | wrong |" in bench.details([c], 3.0)
+    assert "| torch/eager | ok | 8.0 | 7.0 | 9.0 | 0.00 (0%) |" in bench.details(
+        [c], 3.0
+    )
 
 
 def test_plot_writes_or_explains(tmp_path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -480,3 +481,23 @@ def test_importing_the_package_needs_no_gpu_stack() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_mirage_run_on_cuda_without_gpu_is_one_line(capsys) -> None:
+    from mirage_xdsl.cli.run import main
+    from mirage_xdsl.runtime.driver import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is present")
+    root = Path(__file__).resolve().parent.parent
+    assert main(["--device", "cuda", str(root / "examples" / "gqa.mlir")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_lowering_entry_point_is_named_when_missing(monkeypatch) -> None:
+    from mirage_xdsl.runtime import lower
+
+    monkeypatch.setitem(sys.modules, "mirage_xdsl.lowering.cuda", None)
+    with pytest.raises(MirageError, match=r"mirage_xdsl.lowering.cuda\) is not"):
+        lower(None)

@@ -454,17 +454,24 @@ def markdown(configs: list[Config], copy_tbps: float) -> str:
     return "\n".join(lines)
 
 
-def details(configs: list[Config]) -> str:
+def details(configs: list[Config], copy_tbps: float) -> str:
+    """Every method of every configuration, with achieved bandwidth."""
     lines = [
-        "| workload | b | method | status | median µs | p10 | p90 | rel. L2 | build s | note |",
-        "|" + " --- |" * 10,
+        "| workload | b | method | status | median µs | p10 | p90 | TB/s (% of copy) "
+        "| rel. L2 | build s | note |",
+        "|" + " --- |" * 11,
     ]
     for c in configs:
         for m in c.methods:
             err = "" if m.error is None else f"{m.error:.1e}"
+            bw = ""
+            if m.status == "ok":
+                tbps = c.min_bytes / (m.median_us * 1e-6) / 1e12
+                bw = f"{tbps:.2f} ({100 * tbps / copy_tbps:.0f}%)"
             lines.append(
-                f"| {c.workload} | {c.batch} | {m.name} | {m.status} | {fmt(m.median_us)} | {fmt(m.p10_us)} "
-                f"| {fmt(m.p90_us)} | {err} | {m.build_s:.1f} | {m.note.replace('|', '/')} |"
+                f"| {c.workload} | {c.batch} | {m.kind}/{m.name} | {m.status} | {fmt(m.median_us)} "
+                f"| {fmt(m.p10_us)} | {fmt(m.p90_us)} | {bw} | {err} | {m.build_s:.1f} "
+                f"| {m.note.replace('|', '/')} |"
             )
     return "\n".join(lines)
 
@@ -707,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: aborted: {one_line(e)}", flush=True)
 
     table = markdown(configs, copy_tbps)
-    detail = details(configs)
+    detail = details(configs, copy_tbps)
     summary = (
         f"bench: {len(configs)} configurations in {time.monotonic() - begin:.0f} s on {env['gpu']}; "
         f"copy roofline {copy_tbps:.2f} TB/s; times are medians of {args.reps} CUDA-graph replays, "
