@@ -501,3 +501,67 @@ def test_lowering_entry_point_is_named_when_missing(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "mirage_xdsl.lowering.cuda", None)
     with pytest.raises(MirageError, match=r"mirage_xdsl.lowering.cuda\) is not"):
         lower(None)
+
+
+# --- the torch path, with a stand-in torch over fake device memory -------------------
+
+
+class _Dtype:
+    def __init__(self, name: str, numpy_dtype):
+        self.name, self.numpy_dtype = name, np.dtype(numpy_dtype)
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+class _DeviceTensor(FakeTensor):
+    def __init__(self, fake: FakeDriver, shape, dtype: _Dtype):
+        n = int(np.prod(shape))
+        ptr = int(fake.cuMemAlloc(n * dtype.numpy_dtype.itemsize)[1])
+        super().__init__(shape=tuple(shape), dtype=dtype, ptr=ptr)
+
+    def numpy(self) -> np.ndarray:
+        n = int(np.prod(self.shape))
+        return view(self._ptr, self.dtype.numpy_dtype, n).reshape(self.shape)
+
+
+_DeviceTensor.__module__ = "torch.fake"
+
+
+def fake_torch(fake: FakeDriver, stream: int) -> SimpleNamespace:
+    dtypes = {"float16": np.float16, "float32": np.float32, "bfloat16": np.uint16}
+    return SimpleNamespace(
+        **{name: _Dtype(name, d) for name, d in dtypes.items()},
+        empty=lambda shape, dtype, device: _DeviceTensor(fake, shape, dtype),
+        cuda=SimpleNamespace(
+            current_stream=lambda device: SimpleNamespace(cuda_stream=stream)
+        ),
+    )
+
+
+def test_torch_path_runs_in_place_on_the_current_stream(monkeypatch) -> None:
+    test = SELFTESTS["two_kernels_with_intermediate"]
+    fake, dev = fake_device()
+    torch = fake_torch(fake, stream=77)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    compiled = CompiledProgram(test.program, device=dev, cache=CubinCache(None))
+    a, b = (_DeviceTensor(fake, s.shape, torch.float16) for s in compiled.inputs())
+    xa, xb = _inputs(test.program, 4)
+    a.numpy()[:], b.numpy()[:] = xa, xb
+    out = compiled(a, b)
+    assert isinstance(out, _DeviceTensor) and str(out.dtype) == "torch.float16"
+    ref = xa.astype(np.float32) * xb + xa
+    np.testing.assert_allclose(
+        out.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3
+    )
+    assert {x.stream for x in fake.launches} == {77}
+    assert fake.launches[0].pointers[:2] == [a.data_ptr(), b.data_ptr()]
+    assert fake.launches[1].pointers[2] == out.data_ptr()
+
+    given = _DeviceTensor(fake, out.shape, torch.float16)
+    (result,) = compiled.run(
+        a, b, outputs=[given], stream=SimpleNamespace(cuda_stream=5)
+    )
+    assert result is given and fake.launches[-1].stream == 5
+    with pytest.raises(MirageError, match=r"output 0 \('out'\) .* aliases an input"):
+        compiled(a, b, outputs=[a])
