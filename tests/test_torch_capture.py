@@ -169,6 +169,27 @@ def test_module_parameters_become_trailing_inputs():
     assert rel_err(out.float().numpy(), ref.detach().numpy()) < 1e-3
 
 
+class TwoWeights(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.first = torch.nn.Parameter((torch.rand(8, 4, generator=g) - 0.5).half())
+        self.second = torch.nn.Parameter((torch.rand(4, 8, generator=g) - 0.5).half())
+
+    def forward(self, x):
+        return (x @ self.second) @ self.first  # used in the other order
+
+
+def test_parameters_are_passed_in_the_order_they_became_inputs():
+    model = TwoWeights()
+    (x,) = half((2, 4))
+    captured = capture_program(model, [x])
+    assert [tuple(p.shape) for p in captured.parameters] == [(4, 8), (8, 4)]
+    out = MirageFunction(captured)(x)
+    ref = model.float()(x.float()).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
 def test_outputs_keep_their_structure():
     def pair(x):
         return x.exp(), (x.exp(), x)

@@ -29,8 +29,9 @@ from typing import Any
 from torch import fx
 
 from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.torch.capture import CaptureError, capture_program
+from mirage_xdsl.torch.capture import capture_program
 from mirage_xdsl.torch.function import MirageFunction, search
+from mirage_xdsl.torch.nodes import CaptureError
 
 log = logging.getLogger("mirage_xdsl.torch")
 

@@ -18,7 +18,8 @@ from torch.utils._pytree import tree_unflatten
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.torch.capture import DTYPES, Captured, capture_program
+from mirage_xdsl.torch.capture import Captured, capture_program
+from mirage_xdsl.torch.nodes import DTYPES
 
 
 class MirageFunction:
