@@ -5,8 +5,16 @@ from collections.abc import Callable
 from xdsl.utils.target import Target
 
 
+def _dot() -> type[Target]:
+    from mirage_xdsl.dot import DotTarget
+
+    return DotTarget
+
+
 def _all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {}
+    return {
+        "dot": _dot,
+    }
 
 
 ALL_TARGETS = _all_targets()
