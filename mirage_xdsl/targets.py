@@ -17,8 +17,14 @@ def _ptx() -> type[Target]:
     return PtxTarget
 
 
+def _dot() -> type[Target]:
+    from mirage_xdsl.dot import DotTarget
+
+    return DotTarget
+
+
 def _all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {"cuda": _cuda, "ptx": _ptx}
+    return {"cuda": _cuda, "ptx": _ptx, "dot": _dot}
 
 
 ALL_TARGETS = _all_targets()
