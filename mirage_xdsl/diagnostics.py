@@ -37,6 +37,19 @@ class MirageError(Exception):
     """An error in the user's input or options, reported as one line."""
 
 
+class OpVerifyError(VerifyException):
+    """A verifier finding about another op than the one being verified.
+
+    Whole-graph checks run in the enclosing op's verifier (a block graph is
+    checked by its ``kernel.customized``) but the fault is often one inner
+    op; :func:`verify` reports the error at ``op``'s location.
+    """
+
+    def __init__(self, op: Operation, message: str):
+        super().__init__(message)
+        self.op = op
+
+
 class LinearLexer(MLIRLexer):
     """xDSL's lexer with a string-literal pattern that cannot backtrack.
 
@@ -168,6 +181,19 @@ def _unknown_op(f: ParseFailure) -> tuple[Span, str]:
     return span, f"unknown operation '{name}'{hint}"
 
 
+def _undefined(f: ParseFailure) -> tuple[Span, str]:
+    """Locate the first use of the first value that is never defined."""
+    name = f.match.group(1).split(",")[0].strip()
+    lexer = LinearLexer(f.span.input)
+    try:
+        while (token := lexer.lex()).kind != MLIRTokenKind.EOF:
+            if token.kind == MLIRTokenKind.PERCENT_IDENT and token.text == name:
+                return token.span, f"use of undefined value '{name}'"
+    except ParseError:
+        pass
+    return f.span, f"use of undefined value '{name}'"
+
+
 @functools.cache
 def mirage_op_names() -> frozenset[str]:
     """Op names of our dialects, suggested even before a dialect is loaded."""
@@ -197,6 +223,11 @@ PARSE_REWORDING: list[tuple[re.Pattern[str], Rule]] = [
         lambda f: f"expected a name after {show(f.span.input.content[f.span.start])}",
     ),
     (re.compile(r"^Operation (\S+) is not registered$"), _unknown_op),
+    (re.compile(r"^values used but not defined: \[([^\]]*)\]$"), _undefined),
+    (
+        re.compile(r"^End of file reached before closing string literal"),
+        lambda f: "string literal is never closed",
+    ),
     (
         re.compile(r"^(.*?),? got \S+$"),
         lambda f: _expectation(f, _lower(f.match.group(1)).removeprefix("expected ")),
@@ -289,10 +320,39 @@ def _cause(op: Operation, error: Exception) -> str:
     return cause
 
 
+def _culprit(op: Operation, error: BaseException) -> Operation:
+    """The op an error is about: an :class:`OpVerifyError`'s, else ``op``."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OpVerifyError):
+            return seen.op
+        seen = seen.__cause__ or seen.__context__
+    return op
+
+
+NOT_TERMINATED = re.compile(
+    r"operation (\S+) terminates block in single-block region but is not a "
+    r"terminator",
+    re.IGNORECASE,
+)
+
+
+def _reword(op: Operation, cause: str) -> tuple[Operation, str]:
+    """Reword xDSL's structural findings to name the op that owns the fault."""
+    if NOT_TERMINATED.search(cause) and (parent := op.parent_op()) is not None:
+        return parent, (
+            f"'{parent.name}' region must end in a terminator, but its last op "
+            f"is '{op.name}'"
+        )
+    return op, cause
+
+
 def verify(module: ModuleOp) -> None:
     """Verify every op, raising :class:`MirageError` located at the first bad one."""
     for op in _post_order(module):
         try:
             op.verify(verify_nested_ops=False)
         except (VerifyException, DiagnosticException) as e:
-            raise MirageError(f"{where(op)}: error: {_cause(op, e)}") from None
+            culprit = _culprit(op, e)
+            culprit, cause = _reword(culprit, _cause(culprit, e))
+            raise MirageError(f"{where(culprit)}: error: {cause}") from None

@@ -1,7 +1,7 @@
 """Corruptions of valid IR text, for fuzzing the parser and the verifiers.
 
-Each mutator takes the text of a valid module and a numpy ``Generator`` and
-returns a corrupted text. Token-level mutators keep the text lexically close
+Each mutator takes the bytes of a valid module and a numpy ``Generator`` and
+returns corrupted bytes (not always UTF-8: the driver reads bytes too). Token-level mutators keep the text lexically close
 to IR, so the corruption reaches deep into the parser and, when the result
 still parses, into the verifiers (a changed number becomes a bad shape, map
 or grid); byte-level mutators exercise the lexer and the error reporting on
@@ -25,7 +25,19 @@ identifiers (``kernel.matmul``, ``tensor``), ``->`` and single characters."""
 INTERESTING_NUMBERS = (0, 1, -1, 2, 3, 4, 5, 7, 8, 64, 1000, -2, 2**31, 2**63)
 """Replacement numbers: edge cases of sizes, dims, map entries and ranges."""
 
-Mutator = Callable[[str, np.random.Generator], str]
+Mutator = Callable[[bytes, np.random.Generator], bytes]
+TextMutator = Callable[[str, np.random.Generator], str]
+
+
+def on_text(mutator: TextMutator) -> Mutator:
+    """Lift a mutator of text to bytes; undecodable bytes pass through intact."""
+
+    def run(data: bytes, rng: np.random.Generator) -> bytes:
+        text = data.decode("utf-8", errors="surrogateescape")
+        return mutator(text, rng).encode("utf-8", errors="surrogateescape")
+
+    run.__doc__ = mutator.__doc__
+    return run
 
 
 def tokens(text: str) -> list[re.Match[str]]:
@@ -99,38 +111,38 @@ def change_number(text: str, rng: np.random.Generator) -> str:
     return _replace(text, m, str(new))
 
 
-def flip_byte(text: str, rng: np.random.Generator) -> str:
-    data = bytearray(text.encode())
+def flip_byte(data: bytes, rng: np.random.Generator) -> bytes:
     if not data:
-        return text
+        return data
+    out = bytearray(data)
+    out[_pick(rng, len(out))] ^= 1 << _pick(rng, 8)
+    return bytes(out)
+
+
+def insert_byte(data: bytes, rng: np.random.Generator) -> bytes:
+    """Insert a printable character mostly, any byte sometimes."""
+    i = _pick(rng, len(data) + 1)
+    byte = int(rng.integers(32, 127)) if rng.random() < 0.8 else int(rng.integers(256))
+    return data[:i] + bytes([byte]) + data[i:]
+
+
+def delete_byte(data: bytes, rng: np.random.Generator) -> bytes:
+    if not data:
+        return data
     i = _pick(rng, len(data))
-    data[i] ^= 1 << _pick(rng, 8)
-    return data.decode("utf-8", errors="replace")
+    return data[:i] + data[i + 1 :]
 
 
-def insert_byte(text: str, rng: np.random.Generator) -> str:
-    i = _pick(rng, len(text) + 1)
-    char = chr(int(rng.integers(1, 128))) if rng.random() < 0.9 else "µ"
-    return text[:i] + char + text[i:]
-
-
-def delete_byte(text: str, rng: np.random.Generator) -> str:
-    if not text:
-        return text
-    i = _pick(rng, len(text))
-    return text[:i] + text[i + 1 :]
-
-
-def truncate(text: str, rng: np.random.Generator) -> str:
-    return text[: _pick(rng, len(text) + 1)]
+def truncate(data: bytes, rng: np.random.Generator) -> bytes:
+    return data[: _pick(rng, len(data) + 1)]
 
 
 MUTATORS: dict[str, Mutator] = {
-    "delete-token": delete_token,
-    "duplicate-token": duplicate_token,
-    "swap-tokens": swap_tokens,
-    "replace-token": replace_token,
-    "change-number": change_number,
+    "delete-token": on_text(delete_token),
+    "duplicate-token": on_text(duplicate_token),
+    "swap-tokens": on_text(swap_tokens),
+    "replace-token": on_text(replace_token),
+    "change-number": on_text(change_number),
     "flip-byte": flip_byte,
     "insert-byte": insert_byte,
     "delete-byte": delete_byte,
@@ -138,11 +150,11 @@ MUTATORS: dict[str, Mutator] = {
 }
 
 
-def mutate(text: str, rng: np.random.Generator, rounds: int = 1) -> tuple[str, str]:
-    """Apply ``rounds`` random mutators; returns the text and their names."""
+def mutate(data: bytes, rng: np.random.Generator, rounds: int = 1) -> tuple[bytes, str]:
+    """Apply ``rounds`` random mutators; returns the bytes and their names."""
     names = []
     for _ in range(rounds):
         name = list(MUTATORS)[_pick(rng, len(MUTATORS))]
-        text = MUTATORS[name](text, rng)
+        data = MUTATORS[name](data, rng)
         names.append(name)
-    return text, "+".join(names)
+    return data, "+".join(names)
