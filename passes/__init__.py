@@ -9,8 +9,16 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _apply_mirage_rewrites() -> type[ModulePass]:
+    from mirage_xdsl.passes.apply_mirage_rewrites import ApplyMirageRewrites
+
+    return ApplyMirageRewrites
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    return {
+        "apply-mirage-rewrites": _apply_mirage_rewrites,
+    }
 
 
 ALL_PASSES = _all_passes()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mirage_xdsl.layers import build_transformer_layer
 from mirage_xdsl.printing import module_text
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
@@ -22,6 +23,7 @@ def example_texts() -> dict[str, str]:
             texts[f"{name}{suffix}.mlir"] = module_text(workload.module(batch))
     for name, (_, build) in HANDWRITTEN.items():
         texts[f"{name}.mlir"] = module_text(build(1))
+    texts["transformer_layer.mlir"] = module_text(build_transformer_layer(1))
     return texts
 
 
