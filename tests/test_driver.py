@@ -167,6 +167,7 @@ def wait_until_reading_stdin(pid: int, limit: float = 30.0) -> None:
 
 def test_help_lists_our_registries() -> None:
     from mirage_xdsl.passes import ALL_PASSES
+
     from mirage_xdsl.targets import ALL_TARGETS
 
     result = opt("--help")
@@ -175,3 +176,29 @@ def test_help_lists_our_registries() -> None:
     assert "mirage-xdsl passes" in text and "mirage-xdsl targets" in text
     for name in [*ALL_PASSES, *ALL_TARGETS]:
         assert re.search(rf"^  {re.escape(name)} ", text, re.MULTILINE), name
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"// no function\n", "error: no function to run"),
+        (
+            b"func.func @f(%x: tensor<2x2147483648xf16>) -> tensor<2x2147483648xf16>"
+            b" {\n  func.return %x : tensor<2x2147483648xf16>\n}\n",
+            "error: 'f' takes 4294967296 input elements, more than the "
+            "interpreter's limit of 268435456",
+        ),
+        (b"\xff", ":1:1: error: input is not UTF-8 (byte 0xff)"),
+    ],
+)
+def test_run_rejects_what_it_cannot_run(
+    tmp_path: Path, text: bytes, message: str
+) -> None:
+    src = tmp_path / "prog.mlir"
+    src.write_bytes(text)
+    result = subprocess.run(
+        ["mirage-run", str(src)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert ONE_LINE.match(result.stderr), result.stderr
+    assert message in result.stderr
