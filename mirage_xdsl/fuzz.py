@@ -33,11 +33,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 
 from mirage_xdsl import shapes, workloads
-from mirage_xdsl.customized import (
-    ACCUMULATOR_BYTES,
-    H100_SHARED_MEMORY_BYTES,
-    Phase,
-)
+from mirage_xdsl.customized import H100_SHARED_MEMORY_BYTES, Phase, tile_bytes
 from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.graph import float16
@@ -193,17 +189,10 @@ class Graph:
 
     # --- emitting ------------------------------------------------------------
 
-    def cost(self, shape: Sequence[int], kind: str, dtype: Attribute) -> int:
-        per = ACCUMULATOR_BYTES if kind == "forloop_accum" else dtype.bitwidth // 8  # type: ignore[attr-defined]
-        return math.prod(shape) * per
-
     def emit(self, op: Operation, lo: float, hi: float, phase: Phase) -> Val | None:
         """Append ``op`` if its values fit the ranges and the memory budget."""
         results = [SSAValue.get(r) for r in op.results]
-        cost = sum(
-            self.cost(t.tensor_shape(r), getattr(op, "KIND", ""), t.element_type(r))
-            for r in results
-        )
+        cost = sum(tile_bytes(r) for r in results)
         if not in_range(lo, hi) or (self.budget is not None and cost > self.budget):
             op.erase()
             return None
