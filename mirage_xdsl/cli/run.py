@@ -12,26 +12,43 @@ the interpreter's.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.context import make_context
 from mirage_xdsl.diagnostics import MirageError, parse, verify
-from mirage_xdsl.interpreter import run
+from mirage_xdsl.interpreter import entry_function, run
 from mirage_xdsl.workloads import random_inputs
 
+MAX_INPUT_ELEMENTS = 1 << 28
+"""Programs whose inputs hold more elements than this are not interpreted."""
 
-def load(path: str):
+
+def load(path: str) -> ModuleOp:
+    """Read, parse and verify a program that has a function to run."""
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as e:
         raise MirageError(f"{path}: error: {e.strerror}") from None
-    module = parse(make_context(), text, path)
+    module = parse(make_context(), data, path)
     verify(module)
+    try:
+        fn = entry_function(module)
+    except ValueError:
+        raise MirageError(f"{path}: error: no function to run") from None
+    shapes = [t.get_shape() for t in fn.function_type.inputs.data]  # type: ignore[attr-defined]
+    elements = sum(math.prod(s) for s in shapes)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise MirageError(
+            f"{path}: error: '{fn.sym_name.data}' takes {elements} input elements, "
+            f"more than the interpreter's limit of {MAX_INPUT_ELEMENTS}"
+        )
     return module
 
 
@@ -118,10 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             verdict = "match" if err < 1e-3 else "DIFFER"
             print(f"relative difference to {args.compare}: {err:.3g} ({verdict})")
             return 0 if err < 1e-3 else 1
-    except MirageError as e:
+    except (MirageError, MemoryError) as e:
         if args.debug:
             raise
-        print(e, file=sys.stderr)
+        print(
+            e if isinstance(e, MirageError) else "error: out of memory", file=sys.stderr
+        )
         return 1
     return 0
 
