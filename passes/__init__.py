@@ -15,9 +15,16 @@ def _apply_mirage_rewrites() -> type[ModulePass]:
     return ApplyMirageRewrites
 
 
+def _superoptimize() -> type[ModulePass]:
+    from mirage_xdsl.passes.superoptimize import Superoptimize
+
+    return Superoptimize
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "apply-mirage-rewrites": _apply_mirage_rewrites,
+        "superoptimize": _superoptimize,
     }
 
 
