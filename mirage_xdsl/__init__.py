@@ -10,6 +10,18 @@ from mirage_xdsl.graph import (
     new_threadblock_graph,
 )
 
+
+def superoptimize(module, **options):  # type: ignore[no-untyped-def]
+    """The best verified µGraph for every kernel-level function of ``module``.
+
+    A copy of the module is returned; see :func:`mirage_xdsl.search.superoptimize`
+    for the options.
+    """
+    from mirage_xdsl.search import superoptimize as search
+
+    return search(module, **options)
+
+
 __all__ = [
     "BlockGraph",
     "KernelGraph",
@@ -19,6 +31,7 @@ __all__ = [
     "new_kernel_graph",
     "new_threadblock_graph",
     "compile",
+    "superoptimize",
 ]
 
 

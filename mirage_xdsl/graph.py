@@ -139,6 +139,16 @@ class KernelGraph(_Builder):
         module.verify()
         return module
 
+    def superoptimize(self, **options: object) -> ModuleOp:
+        """Finish the program and return the best verified µGraph for it.
+
+        Takes the options of :func:`mirage_xdsl.superoptimize` (``budget``,
+        ``griddims``, ``measure``, ...); the graph must not be used afterwards.
+        """
+        from mirage_xdsl.search import superoptimize
+
+        return superoptimize(self.module(), **options)  # type: ignore[arg-type]
+
 
 class BlockGraph(_Builder):
     """Builds the block graph of one ``kernel.customized`` op."""

@@ -39,6 +39,12 @@ def _verify_equivalent() -> type[ModulePass]:
     return VerifyEquivalentPass
 
 
+def _superoptimize() -> type[ModulePass]:
+    from mirage_xdsl.passes.superoptimize import Superoptimize
+
+    return Superoptimize
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "default-customize": _default_customize,
@@ -46,6 +52,7 @@ def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "lower-to-gpu": _lower_to_gpu,
         "apply-mirage-rewrites": _apply_mirage_rewrites,
         "verify-equivalent": _verify_equivalent,
+        "superoptimize": _superoptimize,
     }
 
 

@@ -1,0 +1,432 @@
+"""Enumerating the block graphs of one ``kernel.customized`` op.
+
+A :class:`Layout` fixes what the kernel reads and how it is partitioned: its
+source tensors, which axis each grid dimension splits, and which axis (if
+any) the for-loop walks. imaps and fmaps follow from the labels (a grid
+dimension splits its axis in every source that has it and replicates the
+others); concrete grid sizes and loop ranges are chosen when complete
+candidates are instantiated and costed (``instantiate.py``).
+
+Within a layout the generator works bottom-up, one round per op depth:
+
+1. every op that can take a tensor made in the previous round as an operand
+   is checked once: labels, phases and linearity (``rules.py``), shapes, and
+   the abstract-expression test (its expression must be a subexpression of
+   the target's); a prefix that fails is never extended;
+2. survivors are evaluated on the fixed random inputs (``fingerprint.py``);
+   a tensor whose fingerprint is already known joins that *class* as one
+   more way to compute it, so each distinct tensor is built (and extended)
+   once instead of once per graph containing it;
+3. a complete block graph is extracted for a choice of output classes by
+   choosing one producer per class needed (every choice once; the graph's
+   ops are then listed in one canonical topological order).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mirage_xdsl import shapes
+from mirage_xdsl.interpreter import ITERATION_AXIS, split_tiles, stitch_tiles
+from mirage_xdsl.search import labels as L
+from mirage_xdsl.search import rules as R
+from mirage_xdsl.search.adapters import Pruner
+from mirage_xdsl.search.fingerprint import evaluate, fingerprint, valid
+from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.ugraph import BlockInput, Op, result_shape
+
+MAX_CLASSES = 4000
+"""Saturation stops growing a layout past this many tensor classes."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    sources: tuple[int, ...]
+    grid: tuple[L.Label, ...]
+    loop: L.Label | None
+
+
+@dataclass(frozen=True)
+class Sizes:
+    grid: tuple[int, int, int]
+    forloop: int
+
+
+@dataclass(frozen=True)
+class BlockCandidate:
+    """A complete block graph, before concrete sizes are chosen."""
+
+    layout: Layout
+    inputs: tuple[BlockInput, ...]
+    ops: tuple[Op, ...]
+    outputs: tuple[tuple[int, tuple[int, int, int]], ...]
+
+
+@dataclass
+class Stats:
+    explored: int = 0
+    pruned: int = 0
+    classes: int = 0
+    stopped: bool = False
+    capped: bool = False
+
+    def add(self, other: Stats) -> None:
+        self.capped |= other.capped
+        self.explored += other.explored
+        self.pruned += other.pruned
+        self.classes += other.classes
+        self.stopped |= other.stopped
+
+
+def _dim_of(labels: tuple, token: L.Label) -> int:
+    """The dimension carrying ``token`` (an axis or a split part), or -1."""
+    for d, label in enumerate(labels):
+        if label == token or (label[0] == "s" and L.part_token(label[1]) == token):
+            return d
+    return -1
+
+
+def input_maps(layout: Layout, sources: Sequence[Tensor]) -> tuple[BlockInput, ...]:
+    out = []
+    for pos, src in enumerate(sources):
+        imap = [-1, -1, -1]
+        for g, token in enumerate(layout.grid):
+            imap[g] = _dim_of(src.labels, token)
+        fmap = _dim_of(src.labels, layout.loop) if layout.loop else -1
+        out.append(BlockInput(pos, tuple(imap), fmap))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def input_tile(m: BlockInput, src: Tensor, sizes: Sizes) -> Tensor | None:
+    try:
+        shape = shapes.tile_shape(src.shape, m.imap, m.fmap, sizes.grid, sizes.forloop)
+    except shapes.ShapeError:
+        return None
+    labels = list(src.labels)
+    phase = R.INVARIANT
+    if m.fmap != -1:
+        phase = R.LOOP
+        if labels[m.fmap][0] == "s":
+            labels[m.fmap] = labels[m.fmap][2]
+    return Tensor(shape, tuple(labels), src.expr, phase, src.partial)
+
+
+def output_map(
+    layout: Layout, tile: Tensor
+) -> tuple[tuple[int, int, int], Tensor] | None:
+    """The omap saving a tile, and the kernel tensor it makes; None if unsavable.
+
+    A grid dimension must index a dimension of the tile (the blocks' tiles
+    are stitched along it) or split a sum the tile holds part of (the parts
+    are written side by side along the last dimension, for a later kernel to
+    add up); otherwise every block would write the same tile.
+    """
+    if tile.phase == R.LOOP or not tile.partial <= set(layout.grid):
+        return None
+    omap = [-1, -1, -1]
+    labels = list(tile.labels)
+    partial: set[L.Label] = set()
+    for g, token in enumerate(layout.grid):
+        if token in tile.partial:
+            if partial or not labels:
+                return None
+            d = len(labels) - 1
+            labels[d] = L.split(token, labels[d])
+            partial.add(L.part_token(token))
+        else:
+            d = _dim_of(tile.labels, token)
+            if d == -1:
+                return None
+        omap[g] = d
+    mapped = [d for d in omap if d != -1]
+    if len(set(mapped)) != len(mapped):
+        return None
+    record = Tensor((), tuple(labels), tile.expr, R.INVARIANT, frozenset(partial))
+    return tuple(omap), record  # type: ignore[return-value]
+
+
+@dataclass
+class Class:
+    """Tensors with one fingerprint: the ways found to compute them."""
+
+    tensor: Tensor
+    value: np.ndarray
+    deriv: frozenset[int]
+    """Classes in its first (smallest) derivation, itself included."""
+    producers: list[Op] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A class that can be a kernel output: its omap and the kernel tensor."""
+
+    cls: int
+    omap: tuple[int, int, int]
+    tensor: Tensor
+    value: np.ndarray
+
+
+class BlockSearch:
+    """Saturates one layout's classes, then extracts complete graphs."""
+
+    def __init__(
+        self,
+        pruner: Pruner,
+        layout: Layout,
+        sources: Sequence[Tensor],
+        values: Sequence[np.ndarray],
+        sizes: Sizes,
+        full: frozenset[L.Label],
+        max_ops: int,
+        reduced: frozenset[L.Label],
+        deadline: float = float("inf"),
+    ):
+        self.pruner = pruner
+        self.layout = layout
+        self.sizes = sizes
+        self.scope = R.Scope(layout.grid, layout.loop, full, reduced)
+        self.max_ops = max_ops
+        self.deadline = deadline
+        self.stats = Stats()
+        self.maps = input_maps(layout, sources)
+        self.classes: list[Class] = []
+        self._by_fp: dict[bytes, int] = {}
+        self.ok = True
+        for m, src, value in zip(self.maps, sources, values, strict=True):
+            tile = input_tile(m, src, sizes)
+            if tile is None:
+                self.ok = False
+                return
+            v = split_tiles(value, m.imap, m.fmap, sizes.grid, sizes.forloop)
+            self.classes.append(Class(tile, v, frozenset()))
+            self._by_fp[self._key(tile, v)] = len(self.classes) - 1
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.maps)
+
+    def _key(self, t: Tensor, value: np.ndarray) -> bytes:
+        meta = repr((t.labels, t.phase, sorted(t.partial))).encode()
+        return fingerprint(value) + meta
+
+    # -- one op ------------------------------------------------------------------
+
+    def make(
+        self, kind: str, operands: tuple[int, ...], attrs: dict
+    ) -> tuple[Tensor, np.ndarray] | None:
+        """Check and evaluate one op on classes; None if it is pruned."""
+        cs = [self.classes[v] for v in operands]
+        ts = [c.tensor for c in cs]
+        got = R.apply(self.scope, kind, ts, attrs)
+        if got is None:
+            return None
+        labels, partial, phase = got
+        try:
+            shape = result_shape(kind, [t.shape for t in ts], tuple(attrs.items()))
+        except shapes.ShapeError:
+            return None
+        expr_attrs = dict(attrs)
+        if kind == "forloop_accum":
+            expr_attrs["forloop"] = self.sizes.forloop
+        expr = self.pruner.op_expr(
+            kind, [t.expr for t in ts], [t.shape for t in ts], expr_attrs
+        )
+        if not self.pruner.keep(expr):
+            self.stats.pruned += 1
+            return None
+        eval_attrs = dict(attrs, rank=len(ts[0].shape))
+        value = evaluate(kind, [c.value for c in cs], eval_attrs, self.sizes.forloop)
+        if not valid(value):
+            return None
+        return Tensor(shape, labels, expr, phase, partial), value
+
+    def _specs(self, new: set[int], count: int) -> Iterator[tuple[str, tuple, dict]]:
+        """Ops with at least one operand in ``new``, each once."""
+        loop = self.layout.loop is not None
+        for n in sorted(new):
+            rank = len(self.classes[n].tensor.shape)
+            for kind in R.UNARY:
+                yield kind, (n,), {}
+            for d in range(rank):
+                yield "reduce_sum", (n,), {"dim": d}
+            if loop:
+                for r in R.ACCUM_REDUCTIONS:
+                    yield "forloop_accum", (n,), {"reduction": r}
+            yield "mul", (n, n), {}
+            yield "matmul", (n, n), {}
+            for j in range(count):
+                if j == n or (j in new and j > n):
+                    continue
+                a, b = min(j, n), max(j, n)
+                yield "add", (a, b), {}
+                yield "mul", (a, b), {}
+                for x, y in ((j, n), (n, j)):
+                    yield "div", (x, y), {}
+                    yield "matmul", (x, y), {}
+                    for d in range(rank):
+                        yield "concat", (x, y), {"dim": d}
+
+    def saturate(self) -> None:
+        if not self.ok:
+            return
+        new = set(range(len(self.classes)))
+        for _ in range(self.max_ops):
+            count = len(self.classes)
+            created: set[int] = set()
+            for kind, operands, attrs in self._specs(new, count):
+                self.stats.explored += 1
+                if self.stats.explored % 512 == 0 and time.monotonic() > self.deadline:
+                    self.stats.stopped = True
+                    return
+                below = frozenset().union(*(self.classes[v].deriv for v in operands))
+                if len(below) + 1 > self.max_ops:
+                    continue
+                made = self.make(kind, operands, attrs)
+                if made is None:
+                    continue
+                tensor, value = made
+                op = Op(kind, operands, tuple(sorted(attrs.items())))
+                key = self._key(tensor, value)
+                hit = self._by_fp.get(key)
+                if hit is not None:
+                    if hit not in below and op not in self.classes[hit].producers:
+                        self.classes[hit].producers.append(op)
+                    continue
+                cid = len(self.classes)
+                if cid >= MAX_CLASSES:
+                    self.stats.capped = True
+                    return
+                self.classes.append(Class(tensor, value, below | {cid}, [op]))
+                self._by_fp[key] = cid
+                created.add(cid)
+            self.stats.classes += len(created)
+            if not created:
+                return
+            new = created
+
+    # -- outputs and graphs ----------------------------------------------------
+
+    def saved(self) -> list[Saved]:
+        """Every class that can be written out as a kernel output."""
+        out = []
+        for cid in range(self.n_inputs, len(self.classes)):
+            c = self.classes[cid]
+            got = output_map(self.layout, c.tensor)
+            if got is None:
+                continue
+            omap, record = got
+            try:
+                shape = shapes.stitched_shape(c.tensor.shape, omap, self.sizes.grid)
+            except shapes.ShapeError:
+                continue
+            value = c.value
+            if value.shape[ITERATION_AXIS] != 1:
+                continue
+            full = stitch_tiles(value, omap, self.sizes.grid)
+            tensor = Tensor(
+                shape, record.labels, record.expr, R.INVARIANT, record.partial
+            )
+            out.append(Saved(cid, omap, tensor, full))
+        return out
+
+    def graphs(self, outputs: Sequence[Saved], limit: int) -> list[BlockCandidate]:
+        """Block graphs computing ``outputs``: each producer choice once."""
+        found: list[BlockCandidate] = []
+        k = self.n_inputs
+
+        def rec(needed: tuple[int, ...], chosen: dict[int, Op]) -> None:
+            if len(found) >= limit:
+                return
+            pending = [c for c in needed if c >= k and c not in chosen]
+            if len(chosen) + len(pending) > self.max_ops:
+                return
+            if not pending:
+                graph = self._graph(outputs, chosen)
+                if graph is not None:
+                    found.append(graph)
+                return
+            c = max(pending)
+            for op in self.classes[c].producers:
+                chosen[c] = op
+                extra = tuple(v for v in op.operands if v not in needed)
+                rec(needed + extra, chosen)
+                del chosen[c]
+
+        rec(tuple(dict.fromkeys(s.cls for s in outputs)), {})
+        return found
+
+    def _graph(
+        self, outputs: Sequence[Saved], chosen: dict[int, Op]
+    ) -> BlockCandidate | None:
+        """The chosen producers as a block graph in canonical order."""
+        order: list[int] = []
+        state: dict[int, int] = {}
+
+        def visit(c: int) -> bool:
+            if c < self.n_inputs or state.get(c) == 2:
+                return True
+            if state.get(c) == 1:
+                return False  # a cycle through alternative producers
+            state[c] = 1
+            if not all(visit(v) for v in chosen[c].operands):
+                return False
+            state[c] = 2
+            order.append(c)
+            return True
+
+        if not all(visit(s.cls) for s in outputs):
+            return None
+        used_inputs = {
+            v for c in order for v in chosen[c].operands if v < self.n_inputs
+        }
+        if len(used_inputs) != self.n_inputs:
+            return None
+        index = {c: c for c in range(self.n_inputs)}
+        for pos, c in enumerate(order):
+            index[c] = self.n_inputs + pos
+        ops = tuple(
+            Op(
+                chosen[c].kind,
+                tuple(index[v] for v in chosen[c].operands),
+                chosen[c].attrs,
+            )
+            for c in order
+        )
+        outs = tuple((index[s.cls], s.omap) for s in outputs)
+        return BlockCandidate(self.layout, self.maps, ops, outs)
+
+    def replay(self, graph: BlockCandidate) -> list[tuple[Tensor, np.ndarray]] | None:
+        """Records and values of a known graph's outputs (no saturation)."""
+        if not self.ok:
+            return None
+        ids = list(range(self.n_inputs))
+        for op in graph.ops:
+            made = self.make(
+                op.kind, tuple(ids[v] for v in op.operands), dict(op.attrs)
+            )
+            if made is None:
+                return None
+            tensor, value = made
+            self.classes.append(Class(tensor, value, frozenset(), [op]))
+            ids.append(len(self.classes) - 1)
+        out = []
+        for v, omap in graph.outputs:
+            c = self.classes[ids[v]]
+            got = output_map(self.layout, c.tensor)
+            if got is None or got[0] != omap:
+                return None
+            shape = shapes.stitched_shape(c.tensor.shape, omap, self.sizes.grid)
+            record = got[1]
+            out.append(
+                (
+                    Tensor(
+                        shape, record.labels, record.expr, R.INVARIANT, record.partial
+                    ),
+                    stitch_tiles(c.value, omap, self.sizes.grid),
+                )
+            )
+        return out

@@ -1,0 +1,71 @@
+"""The on-disk result cache, safe to share between processes.
+
+Entries are JSON files named by :func:`canonical.program_key` (a hash of the
+program's printed text and the search options). Writers take an exclusive
+``flock`` on the directory's lock file, write a temporary file in the same
+directory and ``os.replace`` it into place, so a reader (shared lock) sees
+either the old entry or the new one, never a torn file, and an interrupted
+writer leaves only a stray temporary file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+LOCK_NAME = ".lock"
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"
+    )
+    return Path(base) / "mirage-xdsl" / "superoptimize"
+
+
+class Cache:
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    @contextlib.contextmanager
+    def _locked(self, exclusive: bool) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / LOCK_NAME, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
+        if not path.exists():
+            return None
+        with self._locked(exclusive=False):
+            try:
+                return json.loads(path.read_text())
+            except (OSError, ValueError):
+                return None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        with self._locked(exclusive=True):
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(entry, f, indent=1, sort_keys=True)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self._path(key))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise

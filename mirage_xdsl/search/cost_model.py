@@ -1,0 +1,250 @@
+"""An analytic cost model of a µGraph on an H100, for ranking candidates.
+
+Each kernel costs its launch plus the slowest of its resources, as in a
+roofline: device-memory bytes (every tensor read once from DRAM, and tiles
+loaded again by other blocks served from L2), L2-to-SM bytes, shared-memory
+traffic of the block ops (thread graphs keep their intermediates in
+registers), tensor-core FLOPs of block matmuls (padded to the mma shape) and
+CUDA-core FLOPs of the rest. A grid with fewer blocks than SMs leaves
+bandwidth and compute idle, and each for-loop iteration adds latency that
+pipelining does not hide completely. Library ops (the input program) are
+costed as ideal vendor kernels: inputs read and output written once.
+
+The numbers are the ones DESIGN.md measured or quotes; they are only needed
+to be right in proportion, since on a GPU measured time can replace them
+(``measure=`` of the search).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mirage_xdsl.search.ugraph import (
+    ELEMENTWISE,
+    BlockGraph,
+    KernelOp,
+    Shape,
+    UGraph,
+    block_shapes,
+    kernel_shapes,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str = "H100"
+    sms: int = 132
+    dram_bandwidth: float = 3.0e12
+    l2_bandwidth: float = 7.0e12
+    l2_bytes: int = 50 * 2**20
+    sm_dram_bandwidth: float = 70e9
+    """What one SM can pull from memory on its own."""
+    smem_bandwidth_per_sm: float = 128 * 1.755e9
+    tensor_flops: float = 750e12
+    cuda_flops: float = 60e12
+    launch_seconds: float = 2e-6
+    load_latency_seconds: float = 0.7e-6
+    """Round trip of a block's first tile load, before any compute can start."""
+    iteration_seconds: float = 0.02e-6
+    """Synchronisation per for-loop iteration (pipelined loads hide the rest)."""
+    shared_memory_per_block: int = 227 * 1024
+
+
+H100 = Target()
+
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+ACCUMULATOR_BYTES = 4
+TRANSCENDENTAL_FLOPS = {"exp": 4, "silu": 6, "sqrt": 4, "rms_norm": 8}
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def _pad(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def matmul_flops(a: Shape, b: Shape, mma: bool = False) -> int:
+    """2·m·n·k per batch; padded to the 16x8x16 mma tile on tensor cores."""
+    m, k, n = a[-2], a[-1], b[-1]
+    if mma:
+        m, n, k = _pad(m, 16), _pad(n, 8), _pad(k, 16)
+    return 2 * m * n * k * numel(a[:-2])
+
+
+def op_flops(kind: str, operands: Sequence[Shape], out: Shape) -> int:
+    if kind == "matmul":
+        return matmul_flops(operands[0], operands[1])
+    per = TRANSCENDENTAL_FLOPS.get(kind, 1)
+    return per * max(numel(s) for s in (*operands, out))
+
+
+def smem_bytes(graph: BlockGraph, tiles: Sequence[Shape], elem: int) -> int:
+    """Peak shared memory of a block graph by liveness in program order.
+
+    Same rule as ``customized.shared_memory_bytes`` (accumulators live for the
+    whole kernel, kept in fp32), but values inside a thread graph stay in
+    registers.
+    """
+    first = len(graph.inputs)
+    in_registers = set()
+    for group in graph.fused:
+        members = {first + i for i in group}
+        used_outside = {
+            v
+            for j, op in enumerate(graph.ops)
+            if first + j not in members
+            for v in op.operands
+        } | {v for v, _ in graph.outputs}
+        in_registers |= members - used_outside
+    last_use: dict[int, int] = {}
+    for j, op in enumerate(graph.ops):
+        for v in op.operands:
+            last_use[v] = first + j
+    for v, _ in graph.outputs:
+        last_use[v] = first + len(graph.ops)
+    peak = 0
+    live: dict[int, tuple[int, int]] = {}
+    for v in range(len(tiles)):
+        if v in in_registers:
+            continue
+        is_accum = v >= first and graph.ops[v - first].kind == "forloop_accum"
+        size = numel(tiles[v]) * (ACCUMULATOR_BYTES if is_accum else elem)
+        end = len(tiles) if is_accum else last_use.get(v, v)
+        live[v] = (end, size)
+        peak = max(peak, sum(s for e, s in live.values() if e >= v))
+        live = {u: (e, s) for u, (e, s) in live.items() if e > v}
+    return peak
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    seconds: float
+    dram_bytes: int
+    l2_bytes: int
+    smem_bytes: int
+    flops: int
+    blocks: int
+
+
+def library_cost(
+    op: KernelOp, ins: Sequence[Shape], out: Shape, elem: int, target: Target
+) -> KernelCost:
+    moved = elem * (sum(numel(s) for s in ins) + numel(out))
+    flops = op_flops(op.kind, ins, out)
+    peak = target.tensor_flops if op.kind == "matmul" else target.cuda_flops
+    seconds = max(moved / target.dram_bandwidth, flops / peak)
+    seconds += target.load_latency_seconds
+    return KernelCost(
+        seconds + target.launch_seconds, moved, moved, 0, flops, target.sms
+    )
+
+
+def customized_cost(
+    graph: BlockGraph,
+    ins: Sequence[Shape],
+    outs: Sequence[Shape],
+    elem: int,
+    target: Target,
+) -> KernelCost:
+    tiles = block_shapes(graph, ins)
+    blocks = numel(graph.grid)
+    iters = graph.forloop
+    first = len(graph.inputs)
+    dram = elem * (
+        sum(numel(ins[i.source]) for i in graph.inputs) + sum(numel(o) for o in outs)
+    )
+    l2 = (
+        elem
+        * blocks
+        * sum(
+            numel(tiles[v]) * (iters if i.fmap != -1 else 1)
+            for v, i in enumerate(graph.inputs)
+        )
+    )
+    if l2 > target.l2_bytes:
+        dram = max(dram, l2)
+    in_loop = _loop_ops(graph)
+    fused = {i for g in graph.fused for i in g}
+    tensor_flops = cuda_flops = smem = 0
+    for j, op in enumerate(graph.ops):
+        reps = blocks * (iters if j in in_loop else 1)
+        shapes_in = [tiles[v] for v in op.operands]
+        out = tiles[first + j]
+        if op.kind == "matmul":
+            tensor_flops += reps * matmul_flops(shapes_in[0], shapes_in[1], mma=True)
+        elif op.kind == "forloop_accum":
+            cuda_flops += reps * numel(shapes_in[0])
+        else:
+            cuda_flops += reps * op_flops(op.kind, shapes_in, out)
+        if j in fused and op.kind in ELEMENTWISE:
+            continue
+        smem += reps * elem * (sum(numel(s) for s in shapes_in) + numel(out))
+    for group in graph.fused:
+        members = {first + i for i in group}
+        reps = blocks * (iters if group[0] in in_loop else 1)
+        external = {v for i in group for v in graph.ops[i].operands} - members
+        smem += reps * elem * sum(numel(tiles[v]) for v in external)
+    active = min(blocks, target.sms)
+    share = active / target.sms
+    dram_bw = min(target.dram_bandwidth, active * target.sm_dram_bandwidth)
+    seconds = max(
+        dram / dram_bw,
+        l2 / (target.l2_bandwidth * share),
+        smem / (target.smem_bandwidth_per_sm * active),
+        tensor_flops / (target.tensor_flops * share),
+        cuda_flops / (target.cuda_flops * share),
+    )
+    # Loads overlap compute only across for-loop iterations: the first
+    # iteration's tiles (all of them, without a loop) are exposed latency.
+    waves = math.ceil(blocks / target.sms)
+    first_load = l2 / blocks / iters
+    seconds += waves * (
+        target.load_latency_seconds
+        + first_load / target.sm_dram_bandwidth
+        + iters * target.iteration_seconds
+    )
+    return KernelCost(
+        seconds + target.launch_seconds,
+        dram,
+        l2,
+        smem,
+        tensor_flops + cuda_flops,
+        blocks,
+    )
+
+
+def _loop_ops(graph: BlockGraph) -> set[int]:
+    """Positions of the ops that run on every for-loop iteration."""
+    first = len(graph.inputs)
+    loop = {v for v, i in enumerate(graph.inputs) if i.fmap != -1}
+    out = set()
+    for j, op in enumerate(graph.ops):
+        if op.kind != "forloop_accum" and any(v in loop for v in op.operands):
+            loop.add(first + j)
+            out.add(j)
+    return out
+
+
+def kernel_costs(ug: UGraph, target: Target = H100) -> list[KernelCost]:
+    elem = ELEMENT_BYTES.get(ug.dtype, 2)
+    shapes_ = kernel_shapes(ug)
+    out: list[KernelCost] = []
+    next_tensor = len(ug.inputs)
+    for op in ug.ops:
+        ins = [shapes_[v] for v in op.operands]
+        results = shapes_[next_tensor : next_tensor + op.n_results]
+        next_tensor += op.n_results
+        if op.graph is None:
+            out.append(library_cost(op, ins, results[0], elem, target))
+        else:
+            out.append(customized_cost(op.graph, ins, results, elem, target))
+    return out
+
+
+def cost(ug: UGraph, target: Target = H100) -> float:
+    """Estimated seconds to run the µGraph once."""
+    return sum(k.seconds for k in kernel_costs(ug, target))

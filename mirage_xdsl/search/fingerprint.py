@@ -1,0 +1,95 @@
+"""Numeric fingerprints of tensors, computed while the generator builds them.
+
+As in the original Mirage, every tensor the generator creates is also
+evaluated on one fixed set of random inputs, so two ways of computing the
+same values are recognised at once and merged into one *class*: the
+generator then builds each distinct tensor once instead of once per graph
+that contains it. Values follow the interpreter's partition semantics (a
+block-level value is an array ``(grid_x, grid_y, grid_z, iterations, *tile)``)
+in float64, so fingerprints are stable under reassociation; equality is
+decided on values rounded to a few significant digits. Fingerprints only
+merge and match candidates; every result is still checked by the verifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from mirage_xdsl.interpreter import ITERATION_AXIS, _broadcast_except
+
+DIGITS = 6
+
+
+def _rms(x: np.ndarray, axes: tuple[int, ...], count: int) -> np.ndarray:
+    return np.sqrt(np.sum(x * x, axis=axes, keepdims=True) / count)
+
+
+def evaluate(
+    kind: str, args: Sequence[np.ndarray], attrs: dict, forloop: int = 1
+) -> np.ndarray:
+    """One op on (block-batched) float64 arrays; tiles are the trailing axes."""
+    x = args[0]
+    with np.errstate(all="ignore"):
+        match kind:
+            case "add":
+                return x + args[1]
+            case "mul":
+                return x * args[1]
+            case "div":
+                return x / args[1]
+            case "exp":
+                return np.exp(x)
+            case "silu":
+                return x / (1 + np.exp(-x))
+            case "sqrt":
+                return np.sqrt(x)
+            case "square":
+                return x * x
+            case "matmul":
+                return np.matmul(x, args[1])
+            case "rms_norm":
+                return x / _rms(x, (-1,), x.shape[-1])
+            case "reduce_sum":
+                return np.sum(x, axis=attrs["dim"] - attrs["rank"], keepdims=True)
+            case "concat":
+                d = attrs["dim"] - attrs["rank"]
+                return np.concatenate(_broadcast_except(x, args[1], d), axis=d)
+            case "forloop_accum":
+                count = x.shape[-1] * x.shape[ITERATION_AXIS]
+                r = attrs["reduction"]
+                if r == "none":
+                    return np.sum(x, axis=ITERATION_AXIS, keepdims=True)
+                if r == "rms":
+                    return _rms(x, (ITERATION_AXIS, -1), count)
+                s = np.sum(x, axis=(ITERATION_AXIS, -1), keepdims=True)
+                return s / count if r == "mean" else s
+    raise NotImplementedError(kind)
+
+
+def valid(value: np.ndarray) -> bool:
+    """NaN or inf means the op left its domain (sqrt of a negative, ...)."""
+    return bool(np.isfinite(value).all())
+
+
+def fingerprint(value: np.ndarray) -> bytes:
+    """A hash of the values to ``DIGITS`` significant digits, and the shape."""
+    v = np.asarray(value, np.float64)
+    with np.errstate(all="ignore"):
+        mag = np.where(v == 0, 1.0, np.abs(v))
+        scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(mag)))
+        rounded = np.round(v * scale) / scale
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(v.shape).encode())
+    h.update(np.ascontiguousarray(rounded).tobytes())
+    return h.digest()
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two full tensors agree (relative L2, as ``mirage-run``)."""
+    if a.shape != b.shape:
+        return False
+    scale = max(float(np.linalg.norm(b)), 1e-30)
+    return float(np.linalg.norm(a - b)) / scale < 1e-6

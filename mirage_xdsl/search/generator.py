@@ -1,0 +1,413 @@
+"""The kernel-level generator: µGraphs as sequences of kernels.
+
+A candidate is built kernel by kernel. Each step appends a library op
+(``kernel.matmul``, ``kernel.exp``, ...) or a ``kernel.customized`` whose
+block graph :mod:`block_search` finds for one :class:`Layout`. Steps are kept
+in the canonical order of :mod:`canonical`, every new tensor's abstract
+expression must be a subexpression of the target's, and a step that only
+recomputes a tensor the prefix already has is dropped.
+
+The search is structural, so it runs on a *miniature* of the program: every
+axis longer than :data:`MINI_AXIS` is shortened to it (4096 keys become 64),
+which keeps fingerprints cheap. Maps follow from labels, not sizes, so a
+plan found on the miniature is instantiated at the real shapes afterwards
+(``instantiate.py``) and checked there.
+
+The search deepens one kernel at a time (``max_kernels``). A prefix is only
+extended if it leaves something to do: the last kernel must consume every
+intermediate still unused and produce every output. With ``chain='partial'``
+(the default) a customized kernel feeds a later one only through partial
+sums written side by side (split-K, FlashDecoding): fusing is what
+customized kernels are for, and a boundary pays only where blocks must
+combine their results.
+
+Work is cut into :class:`Task` items (a prefix and one layout or library
+op); worker processes run them independently. Tasks carry only structure: a
+worker replays a prefix to recompute its tensors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from xdsl.dialects import func
+
+from mirage_xdsl.search import canonical
+from mirage_xdsl.search import labels as L
+from mirage_xdsl.search import rules as R
+from mirage_xdsl.search.adapters import Pruner
+from mirage_xdsl.search.block_search import (
+    BlockCandidate,
+    BlockSearch,
+    Layout,
+    Saved,
+    Stats,
+)
+from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
+from mirage_xdsl.search.instantiate import Plan, size_choices
+from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.ugraph import (
+    KernelOp,
+    UGraph,
+    from_function,
+    result_shape,
+    to_function,
+)
+
+Step = KernelOp | BlockCandidate
+
+MINI_AXIS = 64
+GRAPHS_PER_OUTPUT_SET = 24
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The kernels chosen so far, as structure only."""
+
+    steps: tuple[Step, ...] = ()
+    operands: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    prefix: Prefix
+    item: Layout | KernelOp
+    final: bool
+
+
+@dataclass
+class TaskResult:
+    plans: list[Plan] = field(default_factory=list)
+    prefixes: list[Prefix] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+
+
+def step_key(step: Step, operands: tuple[int, ...]) -> tuple:
+    if isinstance(step, KernelOp):
+        return (operands, step.kind, step.attrs)
+    return (operands, "customized", step.layout, step.ops, step.outputs)
+
+
+def miniature(function: func.FuncOp, axes: L.Axes) -> func.FuncOp:
+    """The same program with every long axis shortened to MINI_AXIS."""
+
+    def small(label: L.Label, size: int) -> int:
+        if L.is_axis(label) and size > MINI_AXIS and size % MINI_AXIS == 0:
+            return MINI_AXIS
+        return size
+
+    ug = from_function(function)
+    args = function.body.block.args
+    inputs = tuple(
+        tuple(small(lab, s) for lab, s in zip(axes.labels[a], shape, strict=True))
+        for a, shape in zip(args, ug.inputs, strict=True)
+    )
+    return to_function(replace(ug, inputs=inputs))
+
+
+@dataclass
+class State:
+    """Kernel tensors of a prefix: records, fingerprint values, who made them."""
+
+    tensors: list[Tensor]
+    values: list[np.ndarray]
+
+
+class Generator:
+    """The search over one function; built once per process."""
+
+    def __init__(self, function: func.FuncOp, options: SearchOptions):
+        self.options = options
+        self.program = from_function(function)
+        self.full_axes = L.analyse(function)
+        self.mini = miniature(function, self.full_axes)
+        self.axes = L.analyse(self.mini)
+        ret = self.mini.body.block.last_op
+        assert ret is not None
+        outputs = list(ret.operands)
+        self.pruner = Pruner(self.mini, outputs, enabled=options.prune)
+        rng = np.random.default_rng(options.seed + 1)
+        args = self.mini.body.block.args
+        values = [rng.uniform(-1.0, 1.0, _shape(a)) for a in args]
+        self.args = [
+            Tensor(_shape(a), self.axes.labels[a], self.pruner.arg_expr(a))
+            for a in args
+        ]
+        self.targets = [
+            Tensor(_shape(v), self.axes.labels[v], self.pruner.arg_expr(v))
+            for v in outputs
+        ]
+        self.target_values = _run_library(self.program, values)
+        self._states: dict[Prefix, State | None] = {
+            Prefix(): State(list(self.args), values)
+        }
+
+    # -- prefixes ---------------------------------------------------------------
+
+    def state(self, prefix: Prefix) -> State | None:
+        """Kernel tensors of a prefix (replayed, memoised)."""
+        if prefix in self._states:
+            return self._states[prefix]
+        before = self.state(Prefix(prefix.steps[:-1], prefix.operands[:-1]))
+        out = None
+        if before is not None:
+            step, operands = prefix.steps[-1], prefix.operands[-1]
+            made = self._apply(before, step, operands)
+            if made is not None:
+                pos = len(prefix.steps) - 1
+                out = State(
+                    before.tensors + [replace(t, producer=pos) for t, _ in made],
+                    before.values + [v for _, v in made],
+                )
+        self._states[prefix] = out
+        return out
+
+    def _apply(self, state: State, step: Step, operands: tuple[int, ...]):
+        if isinstance(step, KernelOp):
+            made = self._library(state, step.kind, operands, dict(step.attrs))
+            return [made] if made else None
+        search = self._block_search(state, step.layout)
+        return search.replay(step) if search else None
+
+    def _library(
+        self, state: State, kind: str, operands: tuple[int, ...], attrs: dict
+    ) -> tuple[Tensor, np.ndarray] | None:
+        ts = [state.tensors[v] for v in operands]
+        if any(t.partial for t in ts):
+            return None
+        got = R.apply(R.Scope(reduced=self.axes.reduced), kind, ts, attrs)
+        if got is None:
+            return None
+        try:
+            shape = result_shape(kind, [t.shape for t in ts], tuple(attrs.items()))
+        except ValueError:
+            return None
+        expr = self.pruner.op_expr(
+            kind, [t.expr for t in ts], [t.shape for t in ts], attrs
+        )
+        if not self.pruner.keep(expr):
+            return None
+        value = evaluate(
+            kind, [state.values[v] for v in operands], dict(attrs, rank=len(shape))
+        )
+        if not valid(value):
+            return None
+        return Tensor(shape, got[0], expr), value
+
+    def _block_search(
+        self, state: State, layout: Layout, deadline: float = float("inf")
+    ) -> BlockSearch | None:
+        sources = [state.tensors[v] for v in layout.sources]
+        choices = size_choices(layout, sources, self.axes.sizes, SearchOptions())
+        if not choices:
+            return None
+        full = frozenset(
+            t for t in self.axes.sizes if t not in layout.grid and t != layout.loop
+        )
+        return BlockSearch(
+            self.pruner,
+            layout,
+            sources,
+            [state.values[v] for v in layout.sources],
+            choices[0],
+            full,
+            self.options.max_ops,
+            self.axes.reduced,
+            deadline,
+        )
+
+    # -- what can come next ---------------------------------------------------
+
+    def items(self, prefix: Prefix) -> list[Layout | KernelOp]:
+        """Layouts and library ops that may extend a prefix (deterministic)."""
+        state = self.state(prefix)
+        if state is None:
+            return []
+        dangling = self._dangling(prefix, state)
+        out: list[Layout | KernelOp] = list(self._library_items(state))
+        out += [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
+        return out
+
+    def _dangling(self, prefix: Prefix, state: State) -> set[int]:
+        used = {v for ops in prefix.operands for v in ops}
+        return {v for v in range(len(self.args), len(state.tensors)) if v not in used}
+
+    def _library_items(self, state: State) -> Iterator[KernelOp]:
+        n = len(state.tensors)
+        for i in range(n):
+            for kind in R.UNARY:
+                yield KernelOp(kind, (i,))
+            for d in range(len(state.tensors[i].shape)):
+                yield KernelOp("reduce_sum", (i,), (("dim", d),))
+            for j in range(n):
+                if i < j:
+                    yield KernelOp("add", (i, j))
+                if i <= j:
+                    yield KernelOp("mul", (i, j))
+                if i != j:
+                    yield KernelOp("div", (i, j))
+                yield KernelOp("matmul", (i, j))
+
+    def _layouts(self, state: State) -> Iterator[Layout]:
+        n = len(state.tensors)
+        for k in range(1, min(self.options.max_inputs, n) + 1):
+            for sources in itertools.combinations(range(n), k):
+                srcs = [state.tensors[v] for v in sources]
+                tokens: set[L.Label] = set()
+                for s in srcs:
+                    tokens |= L.tokens_of(s.labels)
+                parts = sorted(t for t in tokens if t[0] == "p")
+                axes = sorted(t for t in tokens if L.is_axis(t))
+                if any(s.partial for s in srcs):
+                    loops: list[L.Label | None] = list(parts)
+                else:
+                    loops = [None, *sorted(t for t in axes if t in self.axes.reduced)]
+                for r in range(min(3, len(axes)) + 1):
+                    for grid in itertools.combinations(axes, r):
+                        for loop in loops:
+                            yield Layout(sources, grid, loop)
+
+    # -- running one task -----------------------------------------------------
+
+    def run(self, task: Task, deadline: float) -> TaskResult:
+        result = TaskResult()
+        state = self.state(task.prefix)
+        if state is None:
+            return result
+        keys = [
+            step_key(s, o)
+            for s, o in zip(task.prefix.steps, task.prefix.operands, strict=True)
+        ]
+        item = task.item
+        if isinstance(item, KernelOp):
+            result.stats.explored += 1
+            made = self._library(state, item.kind, item.operands, dict(item.attrs))
+            if made is None:
+                result.stats.pruned += 1
+                return result
+            if self._fresh(state, made[1]):
+                self._extend(task, state, keys, item, item.operands, [made], result)
+            return result
+        search = self._block_search(state, item, deadline)
+        if search is None:
+            return result
+        search.saturate()
+        result.stats.add(search.stats)
+        saved = [s for s in search.saved() if self._fresh(state, s.value)]
+        for outputs in self._output_sets(task, state, saved):
+            for graph in search.graphs(outputs, GRAPHS_PER_OUTPUT_SET):
+                made = [(s.tensor, s.value) for s in outputs]
+                self._extend(task, state, keys, graph, item.sources, made, result)
+        return result
+
+    def _fresh(self, state: State, value: np.ndarray) -> bool:
+        """A kernel output that the prefix already has is wasted work."""
+        fp = fingerprint(value)
+        return all(v.shape != value.shape or fingerprint(v) != fp for v in state.values)
+
+    def _output_sets(
+        self, task: Task, state: State, saved: list[Saved]
+    ) -> Iterator[tuple[Saved, ...]]:
+        """Which classes a customized kernel should write out."""
+        missing = [
+            j
+            for j, _ in enumerate(self.targets)
+            if not any(
+                self._matches(state.tensors[v], state.values[v], j)
+                for v in range(len(self.args), len(state.tensors))
+            )
+        ]
+        per_target = [
+            [s for s in saved if self._matches(s.tensor, s.value, j)] for j in missing
+        ]
+        if missing and all(per_target):
+            for combo in itertools.product(*per_target):
+                yield tuple({s.cls: s for s in combo}.values())
+        if task.final:
+            return
+        chainable = [
+            s for s in saved if self.options.chain == "all" or s.tensor.partial
+        ]
+        for k in (1, 2):
+            yield from itertools.combinations(chainable, k)
+
+    def _matches(self, tensor: Tensor, value: np.ndarray, j: int) -> bool:
+        target = self.targets[j]
+        return (
+            not tensor.partial
+            and tensor.shape == target.shape
+            and tensor.labels == target.labels
+            and same(value, self.target_values[j])
+        )
+
+    def _extend(self, task, state, keys, step, operands, made, result) -> None:
+        key = step_key(step, operands)
+        if key in keys:
+            return
+        producer = max((state.tensors[v].producer for v in operands), default=-1)
+        if not canonical.in_order(keys, producer, key):
+            return
+        pos = len(task.prefix.steps)
+        tensors = state.tensors + [replace(t, producer=pos) for t, _ in made]
+        values = state.values + [v for _, v in made]
+        plan = self._complete(task.prefix, step, operands, tensors, values)
+        if plan is not None:
+            result.plans.append(plan)
+        elif not task.final and self._may_chain(step, [t for t, _ in made]):
+            steps = (*task.prefix.steps, step)
+            result.prefixes.append(Prefix(steps, (*task.prefix.operands, operands)))
+
+    def _may_chain(self, step: Step, made: list[Tensor]) -> bool:
+        if isinstance(step, KernelOp) or self.options.chain == "all":
+            return True
+        return all(t.partial for t in made)
+
+    def _complete(
+        self,
+        prefix: Prefix,
+        step: Step,
+        operands: tuple[int, ...],
+        tensors: list[Tensor],
+        values: list[np.ndarray],
+    ) -> Plan | None:
+        """The plan if these tensors compute every target and waste none."""
+        used = {v for ops in (*prefix.operands, operands) for v in ops}
+        first = len(self.args)
+        outputs = []
+        for j in range(len(self.targets)):
+            hits = [
+                v
+                for v in range(first, len(tensors))
+                if self._matches(tensors[v], values[v], j)
+            ]
+            if not hits:
+                return None
+            outputs.append(hits[-1])
+        if any(v not in used and v not in outputs for v in range(first, len(tensors))):
+            return None
+        return Plan(
+            (*prefix.steps, step),
+            (*prefix.operands, operands),
+            tuple(outputs),
+            tuple(t.labels for t in tensors),
+        )
+
+
+def _shape(value) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Values of a library-op program's outputs (on the miniature's inputs)."""
+    env = list(values)
+    for op in ug.ops:
+        args = [env[v] for v in op.operands]
+        env.append(evaluate(op.kind, args, dict(op.attrs, rank=args[0].ndim)))
+    return [env[v] for v in ug.outputs]
+
+
+__all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult"]

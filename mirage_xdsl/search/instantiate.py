@@ -1,0 +1,225 @@
+"""Concrete sizes: grid dimensions and for-loop ranges for a layout.
+
+The generator decides *what* a kernel partitions (which axis each grid
+dimension and the loop split); this module decides *how finely*. Defaults
+come from the shapes: a split axis gets tiles of 16 to 128 elements (what
+tensor-core mma tiles and shared memory like), a small axis (heads, batch)
+one block per index, and a for-loop that also shares its axis with the grid
+walks the rest in tiles of 16 to 128. The cost model then ranks every
+combination that divides the dims, fits shared memory and meets the user's
+``griddims`` / ``franges`` / map lists.
+
+:func:`instantiate` turns a complete structural µGraph (a :class:`Plan`) into
+concrete :class:`~mirage_xdsl.search.ugraph.UGraph` candidates, kernel by
+kernel, keeping the cheapest few at each step (a beam: later kernels' shapes
+depend on earlier kernels' grids when partial sums are passed on).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mirage_xdsl import shapes
+from mirage_xdsl.search import labels as L
+from mirage_xdsl.search.block_search import BlockCandidate, Layout, Sizes
+from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.ugraph import (
+    BlockGraph,
+    KernelOp,
+    UGraph,
+    block_shapes,
+    result_shape,
+)
+
+TILES = (128, 64, 32, 16)
+SMALL_AXIS = 16
+MAX_BLOCKS = 16384
+
+
+def label_size(label: L.Label, axis_sizes: dict[L.Label, int]) -> int | None:
+    if label == L.UNIT:
+        return 1
+    if L.is_axis(label):
+        return axis_sizes[label]
+    if label[0] == "c":
+        a, b = label_size(label[1], axis_sizes), label_size(label[2], axis_sizes)
+        return None if a is None or b is None else a + b
+    return None
+
+
+def _grid_splits(n: int) -> list[int]:
+    if n <= SMALL_AXIS:
+        return [n]
+    return [n // t for t in TILES if n % t == 0 and n // t >= 2]
+
+
+def _shared_splits(n: int, grid: int) -> list[int]:
+    per_block = n // grid
+    return [per_block // t for t in TILES if per_block % t == 0 and per_block // t >= 2]
+
+
+def _parts(layout: Layout, sources: Sequence[Tensor], sizes: dict) -> int | None:
+    """Number of partial results a split-part loop token walks."""
+    token = layout.loop
+    for src in sources:
+        for d, label in enumerate(src.labels):
+            if label[0] == "s" and L.part_token(label[1]) == token:
+                inner = label_size(label[2], sizes)
+                return None if not inner else src.shape[d] // inner
+    return None
+
+
+def size_choices(
+    layout: Layout,
+    sources: Sequence[Tensor],
+    axis_sizes: dict[L.Label, int],
+    options: SearchOptions,
+) -> list[Sizes]:
+    """Every (grid, forloop) the layout may use, best-guess first."""
+    per_token: list[list[tuple[int, int]]] = []
+    loop = layout.loop
+    for token in layout.grid:
+        n = axis_sizes[token]
+        if token == loop:
+            g_options = [g for g in (2, 4, 8, 16, 32, 64) if n % g == 0]
+            per_token.append([(g, r) for g in g_options for r in _shared_splits(n, g)])
+        else:
+            per_token.append([(g, 0) for g in _grid_splits(n)])
+    if loop is None:
+        loop_options = [1]
+    elif loop in layout.grid:
+        loop_options = [0]
+    elif L.is_axis(loop):
+        n = axis_sizes[loop]
+        loop_options = [n // t for t in TILES if n % t == 0 and n // t >= 2]
+    else:
+        parts = _parts(layout, sources, axis_sizes)
+        loop_options = [parts] if parts and parts > 1 else []
+    out: list[Sizes] = []
+    for combo in itertools.product(*per_token, loop_options):
+        grid = [g for g, _ in combo[:-1]] + [1] * (3 - len(layout.grid))
+        forloop = combo[-1] or max(r for _, r in combo[:-1])
+        if numel(grid) > MAX_BLOCKS:
+            continue
+        sizes = Sizes(tuple(grid), forloop)  # type: ignore[arg-type]
+        if options.griddims and sizes.grid not in options.griddims:
+            continue
+        if options.franges and forloop not in options.franges:
+            continue
+        out.append(sizes)
+    out.sort(key=lambda s: (_preference(s, layout, axis_sizes), s.grid, s.forloop))
+    return out
+
+
+def numel(xs: Sequence[int]) -> int:
+    return math.prod(xs)
+
+
+def _preference(sizes: Sizes, layout: Layout, axis_sizes: dict) -> float:
+    """Tiles near 64 and a grid near one wave of 132 SMs come first."""
+    score = abs(math.log2(max(numel(sizes.grid), 1) / 132))
+    for g, token in zip(sizes.grid, layout.grid, strict=False):
+        if L.is_axis(token) and axis_sizes[token] > SMALL_AXIS:
+            tile = axis_sizes[token] // g
+            if token == layout.loop:
+                tile //= sizes.forloop
+            score += abs(math.log2(tile / 64))
+    return score
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete µGraph before sizes: kernel steps and the outputs' tensors."""
+
+    steps: tuple[KernelOp | BlockCandidate, ...]
+    operands: tuple[tuple[int, ...], ...]
+    outputs: tuple[int, ...]
+    labels: tuple[tuple[L.Label, ...], ...]
+    """Labels of every kernel tensor (arguments first)."""
+
+
+def _maps_allowed(graph: BlockGraph, options: SearchOptions) -> bool:
+    if options.imaps and any(i.imap not in options.imaps for i in graph.inputs):
+        return False
+    if options.fmaps and any(i.fmap not in options.fmaps for i in graph.inputs):
+        return False
+    if options.omaps and any(o not in options.omaps for _, o in graph.outputs):
+        return False
+    return True
+
+
+def instantiate(
+    plan: Plan,
+    name: str,
+    dtype: str,
+    args: Sequence[Tensor],
+    axis_sizes: dict[L.Label, int],
+    options: SearchOptions,
+    finish: Callable[[UGraph], tuple[float, UGraph] | None],
+    beam: int = 6,
+) -> list[tuple[float, UGraph]]:
+    """The cheapest concrete µGraphs for a plan, by ``finish``'s cost."""
+    inputs = tuple(a.shape for a in args)
+    states: list[tuple[tuple[KernelOp, ...], list[Tensor]]] = [((), list(args))]
+    for step, operands in zip(plan.steps, plan.operands, strict=True):
+        grown: list[tuple[float, tuple[KernelOp, ...], list[Tensor]]] = []
+        for ops, tensors in states:
+            found = _concretize(
+                step, operands, tensors, plan.labels, axis_sizes, options
+            )
+            for op, results in found:
+                new_ops = (*ops, op)
+                partial = UGraph(name, dtype, inputs, new_ops, ())
+                done = finish(partial)
+                if done is not None:
+                    grown.append((done[0], new_ops, tensors + results))
+        grown.sort(key=lambda x: x[0])
+        states = [(ops, ts) for _, ops, ts in grown[:beam]]
+    out = []
+    for ops, _ in states:
+        done = finish(UGraph(name, dtype, inputs, ops, plan.outputs))
+        if done is not None:
+            out.append(done)
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def _concretize(
+    step: KernelOp | BlockCandidate,
+    operands: tuple[int, ...],
+    tensors: list[Tensor],
+    all_labels: tuple[tuple[L.Label, ...], ...],
+    axis_sizes: dict[L.Label, int],
+    options: SearchOptions,
+):
+    first_result = len(tensors)
+    if isinstance(step, KernelOp):
+        shape = result_shape(
+            step.kind, [tensors[v].shape for v in operands], step.attrs
+        )
+        yield step, [Tensor(shape, all_labels[first_result], None)]
+        return
+    sources = [tensors[v] for v in operands]
+    for sizes in size_choices(step.layout, sources, axis_sizes, options):
+        graph = BlockGraph(
+            sizes.grid, sizes.forloop, step.inputs, step.ops, step.outputs
+        )
+        if not _maps_allowed(graph, options):
+            continue
+        try:
+            tiles = block_shapes(graph, [s.shape for s in sources])
+            results = [
+                Tensor(
+                    shapes.stitched_shape(tiles[v], omap, sizes.grid),
+                    all_labels[first_result + k],
+                    None,
+                )
+                for k, (v, omap) in enumerate(step.outputs)
+            ]
+        except shapes.ShapeError:
+            continue
+        yield KernelOp("customized", operands, (), graph), results

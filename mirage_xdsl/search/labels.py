@@ -1,0 +1,168 @@
+"""Dimension labels: which logical axis each tensor dimension stands for.
+
+The generator partitions tensors across thread blocks and for-loop iterations.
+Abstract expressions ignore indices, so on their own they cannot tell a grid
+dimension that splits the key axis of both K and V (FlashDecoding) from one
+that splits K's keys and V's head dim (nonsense). Labels close that gap
+cheaply: a unification over the input program gives every dimension an *axis*
+(``m``, ``k``, ``n`` of a matmul; the key axis of attention, ...), and the
+generator only partitions, contracts and broadcasts along equal labels.
+
+A label is a small tuple, so labels hash, sort and pickle:
+
+- ``("a", i)``: axis ``i`` of the input program (size :attr:`Axes.sizes`);
+- ``UNIT``: a dimension of size 1 (broadcast freely, never split);
+- ``("s", token, inner)``: partial results of ``inner`` written side by side,
+  one per block of a grid dimension that split axis ``token`` (the first kernel
+  of a split-K / FlashDecoding pair); a later kernel loops over the parts;
+- ``("c", lhs, rhs)``: a concatenation of two labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.ir import SSAValue
+
+from mirage_xdsl.dialects import tensor_ops as t
+
+Label = tuple
+UNIT: Label = ("u",)
+
+
+def axis(i: int) -> Label:
+    return ("a", i)
+
+
+def split(token: Label, inner: Label) -> Label:
+    return ("s", token, inner)
+
+
+def part_token(token: Label) -> Label:
+    """The for-loop token that walks the parts of a ``split`` label."""
+    return ("p", token)
+
+
+def is_axis(label: Label) -> bool:
+    return label[0] == "a"
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[object, object] = {}
+
+    def find(self, x: object) -> object:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: object, b: object) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+@dataclass(frozen=True)
+class Axes:
+    """The axes of an input program and the labels of its values."""
+
+    sizes: dict[Label, int]
+    labels: dict[SSAValue, tuple[Label, ...]]
+    reduced: frozenset[Label]
+    """Axes the program sums over (matmul contraction, reductions, RMSNorm):
+    the only axes a for-loop may walk, since accumulation sums iterations."""
+
+
+def analyse(function: func.FuncOp) -> Axes:
+    """Unify dimensions across the ops of a kernel-level function."""
+    uf = _UnionFind()
+    reduced_nodes: list[tuple[SSAValue, int]] = []
+    values: list[SSAValue] = list(function.body.block.args)
+    for op in function.body.block.ops:
+        if not isinstance(op, t.TensorOp):
+            continue
+        result = op.results[0]
+        values.append(result)
+        out = t.tensor_shape(result)
+        kind = op.KIND
+        if kind == "matmul":
+            lhs, rhs = op.operands
+            rank = len(out)
+            for d in range(rank - 2):
+                uf.union((lhs, d), (result, d))
+                uf.union((rhs, d), (result, d))
+            uf.union((lhs, rank - 2), (result, rank - 2))
+            uf.union((rhs, rank - 1), (result, rank - 1))
+            uf.union((lhs, rank - 1), (rhs, rank - 2))
+            reduced_nodes.append((lhs, rank - 1))
+        elif kind == "reduce_sum":
+            dim = op.dim.value.data  # type: ignore[attr-defined]
+            for d in range(len(out)):
+                if d != dim:
+                    uf.union((op.operands[0], d), (result, d))
+            reduced_nodes.append((op.operands[0], dim))
+        else:
+            for operand in op.operands:
+                shape = t.tensor_shape(operand)
+                for d, size in enumerate(shape):
+                    if size == out[d]:
+                        uf.union((operand, d), (result, d))
+            if kind == "rms_norm":
+                reduced_nodes.append((op.operands[0], len(out) - 1))
+    roots: dict[object, Label] = {}
+    sizes: dict[Label, int] = {}
+    labels: dict[SSAValue, tuple[Label, ...]] = {}
+    for v in values:
+        dims: list[Label] = []
+        for d, size in enumerate(t.tensor_shape(v)):
+            if size == 1:
+                dims.append(UNIT)
+                continue
+            root = uf.find((v, d))
+            if root not in roots:
+                roots[root] = axis(len(roots))
+                sizes[roots[root]] = size
+            dims.append(roots[root])
+        labels[v] = tuple(dims)
+    reduced = frozenset(roots[uf.find(n)] for n in reduced_nodes if uf.find(n) in roots)
+    return Axes(sizes, labels, reduced)
+
+
+def broadcast(
+    lhs: tuple[Label, ...], rhs: tuple[Label, ...]
+) -> tuple[Label, ...] | None:
+    """Labels of an element-wise result, or None where dimensions disagree."""
+    if len(lhs) != len(rhs):
+        return None
+    out: list[Label] = []
+    for a, b in zip(lhs, rhs, strict=True):
+        if a == b or b == UNIT:
+            out.append(a)
+        elif a == UNIT:
+            out.append(b)
+        else:
+            return None
+    return tuple(out)
+
+
+def matmul(lhs: tuple[Label, ...], rhs: tuple[Label, ...]) -> tuple[Label, ...] | None:
+    """Labels of a matmul result, or None unless batch and contraction agree."""
+    if len(lhs) != len(rhs) or len(lhs) < 2:
+        return None
+    if lhs[:-2] != rhs[:-2] or lhs[-1] != rhs[-2] or lhs[-1] == UNIT:
+        return None
+    return (*lhs[:-1], rhs[-1])
+
+
+def tokens_of(labels: tuple[Label, ...]) -> set[Label]:
+    """Axes (and split parts) a tensor's dimensions carry."""
+    out: set[Label] = set()
+    for label in labels:
+        if is_axis(label):
+            out.add(label)
+        elif label[0] == "s":
+            out.add(part_token(label[1]))
+    return out

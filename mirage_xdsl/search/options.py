@@ -1,0 +1,87 @@
+"""Search options, shared by the pass, the Python API and the cache key.
+
+Grid and for-loop choices default to sizes derived from the shapes (see
+``instantiate.py``); the original project's lists (``griddims``,
+``blockdims``, ``imaps``, ``omaps``, ``fmaps``, ``franges``) restrict them when
+given. Everything here is plain data so it pickles to worker processes and
+hashes into the cache key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    budget: float = 600.0
+    """Seconds; the best µGraph found so far is returned when it runs out."""
+    max_ops: int = 9
+    """Most compute ops in one block graph (inputs and outputs not counted)."""
+    max_kernels: int = 2
+    """Most kernel-level ops in a candidate µGraph."""
+    max_inputs: int = 4
+    """Most device tensors one customized kernel reads."""
+    griddims: tuple[Triple, ...] = ()
+    blockdims: tuple[Triple, ...] = ()
+    imaps: tuple[Triple, ...] = ()
+    omaps: tuple[Triple, ...] = ()
+    fmaps: tuple[int, ...] = ()
+    franges: tuple[int, ...] = ()
+    jobs: int = 0
+    """Worker processes; 0 means one per core."""
+    prune: bool = True
+    """Abstract-expression pruning (off only to measure what it buys)."""
+    chain: str = "partial"
+    """Which customized kernels may feed another: 'partial' (only split sums,
+    as in split-K and FlashDecoding) or 'all'."""
+    trials: int = 4
+    """Verifier trials per candidate."""
+    verify_top: int = 4
+    """Verified candidates to collect, cheapest first, before stopping."""
+    seed: int = 0
+
+    def workers(self) -> int:
+        return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+
+    def key(self) -> dict[str, Any]:
+        """What identifies a search result (budget and jobs do not change it
+        when the search completes)."""
+        out = asdict(self)
+        for volatile in ("budget", "jobs"):
+            out.pop(volatile)
+        return out
+
+
+DEFAULT = SearchOptions()
+
+
+def parse_triples(text: str, what: str) -> tuple[Triple, ...]:
+    """``"2x16x1;2x16x4"`` or ``"2,16,1;..."`` -> ((2, 16, 1), ...)."""
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        parts = [p for p in item.replace("x", ",").split(",") if p.strip()]
+        try:
+            values = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"option '{what}': cannot read '{item}'") from None
+        if len(values) > 3:
+            raise ValueError(f"option '{what}': '{item}' has more than 3 entries")
+        out.append(
+            values + (-1 if what in ("imaps", "omaps") else 1,) * (3 - len(values))
+        )
+    return tuple(out)  # type: ignore[return-value]
+
+
+def parse_ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.replace(";", ",").split(",") if p.strip())
+    except ValueError:
+        raise ValueError(f"option '{what}': expected integers, got '{text}'") from None
+
+
+__all__ = ["DEFAULT", "SearchOptions", "parse_ints", "parse_triples"]

@@ -1,0 +1,218 @@
+"""What the generator may build: one rule per op ``KIND``.
+
+Each rule takes the operands' :class:`Tensor` records and returns the result's
+labels, or None when the op makes no sense there. Rules look at labels (which
+axis each dimension is), phases (for-loop structure) and *partial* tokens (the
+axes a tensor is only partly summed over, because a grid dimension or the
+for-loop split them). They encode linearity: a partial sum may be scaled,
+added to a partial sum over the same split or accumulated, but never fed to a
+non-linear op, since exp(a + b) is not exp(a) + exp(b). The verifier has the
+last word on every candidate; these rules only keep the generator from
+building what cannot be right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mirage_xdsl.search import labels as L
+from mirage_xdsl.search.adapters import Expr
+
+INVARIANT, LOOP, POST = 0, 1, 2
+
+Labels = tuple[L.Label, ...]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """What the generator knows about one tensor (kernel or block level)."""
+
+    shape: tuple[int, ...]
+    labels: Labels
+    expr: Expr
+    phase: int = INVARIANT
+    partial: frozenset[L.Label] = frozenset()
+    producer: int = -1
+    """Position of the op that made it (-1: an input)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where ops are being generated: the grid and loop of a block graph.
+
+    At the kernel level ``grid`` is empty and ``loop`` is None.
+    """
+
+    grid: tuple[L.Label, ...] = ()
+    loop: L.Label | None = None
+    full: frozenset[L.Label] = frozenset()
+    """Axes whose tiles are whole (not split by the grid or the loop)."""
+    reduced: frozenset[L.Label] = frozenset()
+    """Axes the target program sums over: the only ones worth summing here."""
+
+
+Rule = Callable[[Scope, list[Tensor], dict], tuple[Labels, frozenset] | None]
+
+
+def _phase(ts: list[Tensor]) -> int | None:
+    phases = {t.phase for t in ts}
+    if {LOOP, POST} <= phases:
+        return None
+    return max(phases)
+
+
+def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
+    (x,) = ts
+    if x.partial:
+        return None
+    return x.labels, frozenset()
+
+
+def _rms_norm(scope: Scope, ts: list[Tensor], attrs: dict):
+    (x,) = ts
+    last = x.labels[-1] if x.labels else L.UNIT
+    if x.partial or not L.is_axis(last) or last not in scope.full:
+        return None
+    return x.labels, frozenset()
+
+
+def _indexes(t: Tensor, tokens: frozenset) -> bool:
+    return bool(tokens & set(t.labels))
+
+
+def _add(scope: Scope, ts: list[Tensor], attrs: dict):
+    a, b = ts
+    out = L.broadcast(a.labels, b.labels)
+    if out is None or a.partial != b.partial:
+        return None
+    return out, a.partial
+
+
+def _scale(scope: Scope, ts: list[Tensor], attrs: dict, divide: bool = False):
+    """mul/div: linear in one operand; the other may not be partial."""
+    a, b = ts
+    out = L.broadcast(a.labels, b.labels)
+    if out is None:
+        return None
+    if divide:
+        if b.partial or _indexes(b, a.partial):
+            return None
+        return out, a.partial
+    if a.partial and b.partial:
+        return None
+    if _indexes(b, a.partial) or _indexes(a, b.partial):
+        return None
+    return out, a.partial | b.partial
+
+
+def _matmul(scope: Scope, ts: list[Tensor], attrs: dict):
+    a, b = ts
+    out = L.matmul(a.labels, b.labels)
+    if out is None or (a.partial and b.partial):
+        return None
+    if _indexes(b, a.partial) or _indexes(a, b.partial):
+        return None
+    contracted = a.labels[-1]
+    partial = a.partial | b.partial
+    if contracted in scope.grid or contracted == scope.loop:
+        partial = partial | {contracted}
+    return out, frozenset(partial)
+
+
+def _reduce_sum(scope: Scope, ts: list[Tensor], attrs: dict):
+    (x,) = ts
+    d = attrs["dim"]
+    label = x.labels[d]
+    partial = set(x.partial)
+    if label[0] == "s" and label[2] == L.UNIT:
+        partial.discard(L.part_token(label[1]))  # adding up side-by-side parts
+    elif label not in scope.reduced:
+        return None
+    out = tuple(L.UNIT if i == d else lab for i, lab in enumerate(x.labels))
+    if label in scope.grid or label == scope.loop:
+        partial.add(label)
+    return out, frozenset(partial)
+
+
+def _concat(scope: Scope, ts: list[Tensor], attrs: dict):
+    a, b = ts
+    d = attrs["dim"]
+    if len(a.labels) != len(b.labels) or a.partial or b.partial:
+        return None
+    if a.labels[d] not in scope.reduced or b.labels[d] not in scope.reduced:
+        return None  # concatenation pays only to merge two contractions
+    if any(
+        x != y
+        for i, (x, y) in enumerate(zip(a.labels, b.labels, strict=True))
+        if i != d
+    ):
+        return None
+    if a.labels[d] == b.labels[d]:
+        return None
+    out = list(a.labels)
+    out[d] = ("c", a.labels[d], b.labels[d])
+    return tuple(out), a.partial
+
+
+def _accum(scope: Scope, ts: list[Tensor], attrs: dict):
+    """forloop_accum: sums iterations, so it must finish a sum over the loop."""
+    (x,) = ts
+    loop = scope.loop
+    if loop is None or x.phase != LOOP:
+        return None
+    reduction = attrs["reduction"]
+    partial = set(x.partial)
+    if reduction == "none":
+        if loop not in partial or loop in x.labels:
+            return None
+        partial.discard(loop)
+        return x.labels, frozenset(partial)
+    last = x.labels[-1]
+    if loop in x.labels[:-1]:
+        return None
+    if reduction == "sum":
+        if loop not in partial and last != loop:
+            return None
+    elif loop in partial or last != loop or x.partial:
+        return None
+    partial.discard(loop)
+    return (*x.labels[:-1], L.UNIT), frozenset(partial)
+
+
+RULES: dict[str, Rule] = {
+    "exp": _nonlinear,
+    "silu": _nonlinear,
+    "sqrt": _nonlinear,
+    "square": _nonlinear,
+    "rms_norm": _rms_norm,
+    "add": _add,
+    "mul": _scale,
+    "div": lambda s, ts, a: _scale(s, ts, a, divide=True),
+    "matmul": _matmul,
+    "reduce_sum": _reduce_sum,
+    "concat": _concat,
+    "forloop_accum": _accum,
+}
+
+UNARY = ("exp", "silu", "sqrt", "square", "rms_norm")
+COMMUTATIVE = ("add", "mul")
+ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
+
+KERNEL_KINDS = (*UNARY, "add", "mul", "div", "matmul", "reduce_sum")
+BLOCK_KINDS = (*KERNEL_KINDS, "concat", "forloop_accum")
+
+
+def apply(
+    scope: Scope, kind: str, ts: list[Tensor], attrs: dict
+) -> tuple[Labels, frozenset, int] | None:
+    """Labels, partial tokens and phase of a new op's result, or None."""
+    phase = _phase(ts)
+    if phase is None:
+        return None
+    got = RULES[kind](scope, ts, attrs)
+    if got is None:
+        return None
+    if kind == "forloop_accum":
+        phase = POST
+    return got[0], got[1], phase

@@ -1,0 +1,367 @@
+"""Running the search: workers, budget, signals, verification, ranking, cache.
+
+:func:`superoptimize_function` searches one kernel-level function:
+
+1. the generator's tasks (a prefix and a layout) go to worker processes,
+   one kernel deeper at a time; each worker instantiates the complete plans
+   it finds (concrete grids and loop ranges, the µGraph optimizer, the cost
+   model) and screens the cheapest instantiation on random float inputs;
+2. the main process verifies survivors with the finite-field verifier,
+   cheapest first, until ``verify_top`` pass; with ``measure`` the verified
+   ones are timed on the device and the fastest wins, else the cost model
+   decides. The input program is always a candidate, so the result is never
+   slower than the input by the model's account.
+
+Results are processed in task order and ties broken by program text, so the
+answer does not depend on the number of workers (when the search finishes
+within its budget). SIGINT and SIGTERM stop the search; what was found so
+far is verified and returned, and nothing is written to the cache.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from mirage_xdsl.search import cost_model
+from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
+from mirage_xdsl.search.block_search import Stats
+from mirage_xdsl.search.cache import Cache, default_dir
+from mirage_xdsl.search.canonical import program_key
+from mirage_xdsl.search.generator import Generator, Prefix, Task
+from mirage_xdsl.search.instantiate import instantiate
+from mirage_xdsl.search.optimizer import optimize
+from mirage_xdsl.search.options import DEFAULT, SearchOptions
+from mirage_xdsl.search.progress import Progress
+from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.ugraph import UGraph, from_function, to_module
+
+Measure = Callable[[ModuleOp], float]
+"""Seconds one run of a module takes on the device (lower is better)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cost: float
+    graph: UGraph
+    screened: bool
+
+    def order(self) -> tuple:
+        return (self.cost, self.graph.kernels, repr(self.graph))
+
+
+@dataclass
+class Report:
+    """What a search did; printed by the pass."""
+
+    function: str
+    explored: int = 0
+    pruned: int = 0
+    complete: int = 0
+    screened: int = 0
+    verified: int = 0
+    rejected: int = 0
+    input_cost: float = 0.0
+    best_cost: float = 0.0
+    kernels_before: int = 0
+    kernels_after: int = 0
+    seconds: float = 0.0
+    stopped: str = ""
+    cached: bool = False
+    verifier: str = ""
+    prune_available: bool = True
+
+    def summary(self) -> str:
+        speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
+        status = f", stopped: {self.stopped}" if self.stopped else ""
+        cached = " (cached)" if self.cached else ""
+        pruning = "" if self.prune_available else " [abstract expressions unavailable]"
+        return (
+            f"superoptimize @{self.function}{cached}: {self.explored} graphs explored, "
+            f"{self.pruned} pruned by abstract expression{pruning}, "
+            f"{self.complete} complete, {self.screened} passed screening, "
+            f"{self.verified} verified ({self.verifier or 'none'}); "
+            f"kernels {self.kernels_before} -> {self.kernels_after}; "
+            f"cost {self.input_cost * 1e6:.1f} us -> {self.best_cost * 1e6:.1f} us "
+            f"({speedup:.2f}x); {self.seconds:.1f} s{status}"
+        )
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Outcome:
+    graph: UGraph | None
+    """The light graph of the result (None when it came from the cache)."""
+    function: func.FuncOp
+    report: Report
+    candidates: list[Candidate] = field(default_factory=list)
+
+
+# --- worker side -------------------------------------------------------------
+
+
+class Worker:
+    """Everything a process needs to run tasks, rebuilt from program text."""
+
+    def __init__(self, text: str, options: SearchOptions):
+        from mirage_xdsl.context import make_context
+        from mirage_xdsl.diagnostics import parse
+        from mirage_xdsl.workloads import random_inputs
+
+        self.module = parse(make_context(), text, "<search>")
+        self.function = next(
+            op for op in self.module.ops if isinstance(op, func.FuncOp)
+        )
+        self.options = options
+        self.generator = Generator(self.function, options)
+        g = self.generator
+        self.full_args = [
+            Tensor(shape, labels, None)
+            for shape, labels in zip(
+                g.program.inputs,
+                (g.full_axes.labels[a] for a in self.function.args),
+                strict=True,
+            )
+        ]
+        self.inputs = random_inputs(self.module, options.seed)
+        self.refs = float_outputs(self.module, self.inputs)
+
+    def finish(self, ug: UGraph) -> tuple[float, UGraph] | None:
+        optimized = optimize(ug, self.options.blockdims)
+        if optimized is None:
+            return None
+        return cost_model.cost(optimized), optimized
+
+    def screen(self, ug: UGraph) -> bool:
+        try:
+            return close(float_outputs(to_module(ug), self.inputs), self.refs)
+        except Exception:
+            return False
+
+    def run(self, task: Task, deadline: float):
+        result = self.generator.run(task, deadline)
+        g = self.generator
+        found: list[Candidate] = []
+        for plan in result.plans:
+            best = instantiate(
+                plan,
+                g.program.name,
+                g.program.dtype,
+                self.full_args,
+                g.full_axes.sizes,
+                self.options,
+                self.finish,
+            )
+            if best:
+                cost, ug = best[0]
+                found.append(Candidate(cost, ug, self.screen(ug)))
+        return found, result.prefixes, result.stats
+
+
+_WORKER: Worker | None = None
+
+
+def _init_worker(text: str, options: SearchOptions) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    global _WORKER
+    _WORKER = Worker(text, options)
+
+
+def _run_task(args: tuple[Task, float]):
+    assert _WORKER is not None
+    return _WORKER.run(*args)
+
+
+# --- main side -----------------------------------------------------------------
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.reason = ""
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.reason = signal.Signals(signum).name
+
+
+@contextmanager
+def _signals(stop: _Stop) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into a stop request (main thread only)."""
+    try:
+        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _tasks(generator: Generator, frontier: list[Prefix], final: bool) -> list[Task]:
+    return [Task(p, item, final) for p in frontier for item in generator.items(p)]
+
+
+def _search(
+    text: str,
+    options: SearchOptions,
+    deadline: float,
+    stop: _Stop,
+    progress: Progress,
+    report: Report,
+) -> list[Candidate]:
+    local = Worker(text, options)
+    report.prune_available = local.generator.pruner.available
+    workers = options.workers()
+    pool = None
+    if workers > 1:
+        ctx = multiprocessing.get_context("fork")
+        pool = ctx.Pool(workers, _init_worker, (text, options))
+    candidates: list[Candidate] = []
+    frontier = [Prefix()]
+    try:
+        for depth in range(1, options.max_kernels + 1):
+            final = depth == options.max_kernels
+            tasks = _tasks(local.generator, frontier, final)
+            frontier = []
+            args = [(t, deadline) for t in tasks]
+            results = (
+                pool.imap(_run_task, args, chunksize=4)
+                if pool
+                else (local.run(*a) for a in args)
+            )
+            for done, (found, prefixes, stats) in enumerate(results, 1):
+                _count(report, stats)
+                candidates += found
+                report.complete += len(found)
+                report.screened += sum(c.screened for c in found)
+                frontier += prefixes
+                progress.update(
+                    f"kernels {depth}/{options.max_kernels}: task {done}/{len(tasks)}, "
+                    f"{report.explored} explored, {report.pruned} pruned, "
+                    f"{report.screened} candidates"
+                )
+                if stop.reason or time.monotonic() > deadline:
+                    report.stopped = stop.reason or "budget"
+                    return candidates
+            if not frontier:
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    return candidates
+
+
+def _count(report: Report, stats: Stats) -> None:
+    report.explored += stats.explored
+    report.pruned += stats.pruned
+    if stats.stopped and not report.stopped:
+        report.stopped = "budget"
+
+
+def _pick(
+    program: ModuleOp,
+    input_graph: UGraph,
+    input_cost: float,
+    candidates: list[Candidate],
+    options: SearchOptions,
+    measure: Measure | None,
+    stop: _Stop,
+    report: Report,
+) -> tuple[float, UGraph]:
+    verified: list[tuple[float, UGraph]] = []
+    want = 1 if stop.reason else options.verify_top
+    for c in sorted((c for c in candidates if c.screened), key=Candidate.order):
+        if len(verified) >= want or c.cost >= input_cost:
+            break
+        check = check_equivalent(
+            to_module(c.graph), program, options.trials, options.seed
+        )
+        report.verifier = check.method
+        if check.equivalent:
+            verified.append((c.cost, c.graph))
+            report.verified += 1
+        else:
+            report.rejected += 1
+    pool = [(input_cost, input_graph), *verified]
+    if measure is not None:
+        timed = [(measure(to_module(g)), g) for _, g in pool]
+        return min(timed, key=lambda x: x[0])
+    return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def superoptimize_function(
+    function: func.FuncOp,
+    options: SearchOptions = DEFAULT,
+    measure: Measure | None = None,
+    cache_dir: str | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Search for the best verified µGraph equivalent to a kernel-level function."""
+    from mirage_xdsl.printing import module_text
+
+    start = time.monotonic()
+    program = ModuleOp([function.clone()])
+    text = module_text(program)
+    name = function.sym_name.data
+    input_graph = from_function(function)
+    input_cost = cost_model.cost(input_graph)
+    report = Report(name, input_cost=input_cost, kernels_before=input_graph.kernels)
+    cache = Cache(cache_dir or default_dir()) if cache_dir != "none" else None
+    key = program_key(text, options.key())
+    hit = cache.get(key) if cache and measure is None else None
+    if hit is not None:
+        return _from_cache(hit, report, start)
+    progress = progress or Progress()
+    stop = _Stop()
+    with _signals(stop):
+        candidates = _search(
+            text, options, start + options.budget, stop, progress, report
+        )
+        progress.close()
+        best_cost, best = _pick(
+            program, input_graph, input_cost, candidates, options, measure, stop, report
+        )
+    report.best_cost = best_cost
+    report.kernels_after = best.kernels
+    report.seconds = time.monotonic() - start
+    fn = _function_of(best)
+    if cache and not report.stopped:
+        from mirage_xdsl.printing import module_text as text_of
+
+        cache.put(
+            key,
+            {"program": text_of(ModuleOp([fn.clone()])), "report": report.to_json()},
+        )
+    return Outcome(best, fn, report, candidates)
+
+
+def _function_of(ug: UGraph) -> func.FuncOp:
+    module = to_module(ug)
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    fn.detach()
+    return fn
+
+
+def _from_cache(entry: dict, report: Report, start: float) -> Outcome:
+    from mirage_xdsl.context import make_context
+    from mirage_xdsl.diagnostics import parse
+
+    module = parse(make_context(), entry["program"], "<cache>")
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    fn.detach()
+    saved = Report(**entry["report"])
+    saved.cached = True
+    saved.seconds = time.monotonic() - start
+    return Outcome(None, fn, saved)

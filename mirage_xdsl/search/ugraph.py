@@ -1,0 +1,270 @@
+"""A lightweight µGraph: plain tuples the search builds by the million.
+
+xDSL operations are too heavy to create for every prefix the generator
+explores, so the search works on these frozen dataclasses (hashable, cheap to
+pickle to worker processes) and turns only complete, ranked candidates into
+IR with :func:`to_module`. Tensors are numbered: a kernel graph's arguments
+first, then each op's results in order; inside a block graph, the inputs
+first, then each block op's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from mirage_xdsl import shapes
+from mirage_xdsl.dialects import block as block_dialect
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects import thread
+from mirage_xdsl.graph import BlockGraph as BlockBuilder
+from mirage_xdsl.graph import KernelGraph
+
+Shape = tuple[int, ...]
+Attrs = tuple[tuple[str, Any], ...]
+
+ELEMENTWISE = frozenset({"add", "mul", "div", "exp", "silu", "sqrt", "square"})
+"""Kinds a thread graph can hold (``thread`` dialect ops)."""
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """An arithmetic op at the kernel or block level, by ``KIND``."""
+
+    kind: str
+    operands: tuple[int, ...]
+    attrs: Attrs = ()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(name, default)
+
+
+@dataclass(frozen=True)
+class BlockInput:
+    """``block.input``: operand ``source`` of the customized op, tiled."""
+
+    source: int
+    imap: tuple[int, int, int]
+    fmap: int
+
+
+@dataclass(frozen=True)
+class BlockGraph:
+    """The block graph of one ``kernel.customized`` op."""
+
+    grid: tuple[int, int, int]
+    forloop: int
+    inputs: tuple[BlockInput, ...]
+    ops: tuple[Op, ...]
+    outputs: tuple[tuple[int, tuple[int, int, int]], ...]
+    block: tuple[int, int, int] = (128, 1, 1)
+    fused: tuple[tuple[int, ...], ...] = ()
+    """Groups of op positions lowered as one ``block.thread_graph`` each."""
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """A library kernel op (``graph`` is None) or a ``kernel.customized``."""
+
+    kind: str
+    operands: tuple[int, ...]
+    attrs: Attrs = ()
+    graph: BlockGraph | None = None
+
+    @property
+    def n_results(self) -> int:
+        return len(self.graph.outputs) if self.graph else 1
+
+
+@dataclass(frozen=True)
+class UGraph:
+    """A kernel graph: the function's argument shapes, ops and outputs."""
+
+    name: str
+    dtype: str
+    inputs: tuple[Shape, ...]
+    ops: tuple[KernelOp, ...]
+    outputs: tuple[int, ...]
+
+    @property
+    def kernels(self) -> int:
+        return len(self.ops)
+
+
+def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
+    """Shape of an arithmetic op's result (raises shapes.ShapeError)."""
+    a = dict(attrs)
+    if kind == "matmul":
+        return shapes.matmul(operands[0], operands[1])
+    if kind == "reduce_sum":
+        return shapes.reduce(operands[0], a["dim"])
+    if kind == "concat":
+        return shapes.concat(operands[0], operands[1], a["dim"])
+    if kind == "forloop_accum":
+        x = operands[0]
+        return x if a["reduction"] == "none" else (*x[:-1], 1)
+    if len(operands) == 2:
+        return shapes.broadcast(operands[0], operands[1])
+    return operands[0]
+
+
+def block_shapes(graph: BlockGraph, sources: Sequence[Shape]) -> list[Shape]:
+    """Tile shape of every block tensor, given the customized op's operands."""
+    out: list[Shape] = [
+        shapes.tile_shape(sources[i.source], i.imap, i.fmap, graph.grid, graph.forloop)
+        for i in graph.inputs
+    ]
+    for op in graph.ops:
+        out.append(result_shape(op.kind, [out[v] for v in op.operands], op.attrs))
+    return out
+
+
+def kernel_shapes(ug: UGraph) -> list[Shape]:
+    """Shape of every kernel tensor of a µGraph."""
+    out: list[Shape] = list(ug.inputs)
+    for op in ug.ops:
+        ins = [out[v] for v in op.operands]
+        if op.graph is None:
+            out.append(result_shape(op.kind, ins, op.attrs))
+            continue
+        tiles = block_shapes(op.graph, ins)
+        for v, omap in op.graph.outputs:
+            out.append(shapes.stitched_shape(tiles[v], omap, op.graph.grid))
+    return out
+
+
+# --- to xDSL IR --------------------------------------------------------------
+
+
+def _element_type(dtype: str) -> Attribute:
+    from mirage_xdsl.graph import bfloat16, float16, float32
+
+    return {"f16": float16, "bf16": bfloat16, "f32": float32}[dtype]
+
+
+def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
+    """Append one arithmetic op with the kernel or block builder."""
+    if op.kind in ("reduce_sum", "concat"):
+        return getattr(builder, op.kind)(*args, op.attr("dim"))
+    if op.kind == "forloop_accum":
+        return builder.forloop_accum(args[0], op.attr("reduction"))
+    return getattr(builder, op.kind)(*args)
+
+
+THREAD_OPS: dict[str, type] = {
+    cls.KIND: cls
+    for cls in thread.Thread.operations
+    if isinstance(cls, type) and issubclass(cls, t.TensorOp)
+}
+
+
+def _thread_graph(
+    bb: BlockBuilder, graph: BlockGraph, group: tuple[int, ...], env: list[SSAValue]
+) -> None:
+    """Append a ``block.thread_graph`` computing the ops at ``group``."""
+    first = len(graph.inputs)
+    members = {first + i for i in group}
+    external: list[int] = []
+    for i in group:
+        for v in graph.ops[i].operands:
+            if v not in members and v not in external:
+                external.append(v)
+    used_outside = {
+        v
+        for j, op in enumerate(graph.ops)
+        if first + j not in members
+        for v in op.operands
+    } | {v for v, _ in graph.outputs}
+    results = [first + i for i in group if first + i in used_outside]
+    body = Block(arg_types=[env[v].type for v in external])
+    local: dict[int, SSAValue] = dict(zip(external, body.args, strict=True))
+    for i in group:
+        op = graph.ops[i]
+        new = THREAD_OPS[op.kind](*[local[v] for v in op.operands])
+        body.add_op(new)
+        local[first + i] = new.results[0]
+    body.add_op(thread.YieldOp([local[v] for v in results]))
+    tg = block_dialect.ThreadGraphOp(
+        [env[v] for v in external], [local[v].type for v in results], Region(body)
+    )
+    bb.block.add_op(tg)
+    for v, r in zip(results, tg.results, strict=True):
+        env[v] = r
+
+
+def _customized(
+    kg: KernelGraph, graph: BlockGraph, operands: list[SSAValue]
+) -> list[SSAValue]:
+    bb = BlockBuilder(graph.grid, graph.block, graph.forloop)
+    env: list[SSAValue] = [
+        bb.new_input(operands[i.source], i.imap, i.fmap) for i in graph.inputs
+    ]
+    env += [None] * len(graph.ops)  # type: ignore[list-item]
+    groups = {g[0]: g for g in graph.fused}
+    skip = {i for g in graph.fused for i in g}
+    first = len(graph.inputs)
+    for i, op in enumerate(graph.ops):
+        if i in groups:
+            _thread_graph(bb, graph, groups[i], env)
+        elif i not in skip:
+            env[first + i] = _apply(bb, op, [env[v] for v in op.operands])
+    for v, omap in graph.outputs:
+        bb.new_output(env[v], omap)
+    return kg.customized(
+        [operands[s] for s in sorted({i.source for i in graph.inputs})], bb
+    )
+
+
+def to_function(ug: UGraph) -> func.FuncOp:
+    kg = KernelGraph(ug.name)
+    ty = _element_type(ug.dtype)
+    env: list[SSAValue] = [kg.new_input(s, ty) for s in ug.inputs]
+    for op in ug.ops:
+        args = [env[v] for v in op.operands]
+        if op.graph is None:
+            env.append(_apply(kg, Op(op.kind, op.operands, op.attrs), args))
+        else:
+            env += _customized(kg, op.graph, args)
+    for v in ug.outputs:
+        kg.mark_output(env[v])
+    return kg.function()
+
+
+def to_module(ug: UGraph) -> ModuleOp:
+    """The µGraph as a verified xDSL module with one ``func.func``."""
+    module = ModuleOp([to_function(ug)])
+    module.verify()
+    return module
+
+
+def from_function(fn: func.FuncOp) -> UGraph:
+    """A kernel-level function (library ops only) as a µGraph."""
+    index: dict[SSAValue, int] = {a: i for i, a in enumerate(fn.body.block.args)}
+    ops: list[KernelOp] = []
+    outputs: tuple[int, ...] = ()
+    for op in fn.body.block.ops:
+        if isinstance(op, func.ReturnOp):
+            outputs = tuple(index[v] for v in op.operands)
+            continue
+        if not isinstance(op, t.TensorOp):
+            raise ValueError(f"'{op.name}' is not a kernel-level library op")
+        attrs: Attrs = ()
+        if op.KIND in ("reduce_sum", "concat"):
+            attrs = (("dim", op.dim.value.data),)  # type: ignore[attr-defined]
+        ops.append(KernelOp(op.KIND, tuple(index[v] for v in op.operands), attrs))
+        index[op.results[0]] = len(index)
+    args = fn.body.block.args
+    ty = args[0].type if args else None
+    dtype = str(ty.element_type) if isinstance(ty, TensorType) else "f16"
+    return UGraph(
+        fn.sym_name.data,
+        dtype,
+        tuple(t.tensor_shape(a) for a in args),
+        tuple(ops),
+        outputs,
+    )

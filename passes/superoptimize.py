@@ -1,0 +1,83 @@
+"""``superoptimize``: replace each kernel-level function by its best µGraph.
+
+Searches µGraphs equivalent to every ``func.func`` made of library kernel
+ops (``kernel.matmul``, ``kernel.exp``, ...): generates candidates across the
+kernel, block and thread levels, prunes by abstract expressions, verifies
+with the finite-field verifier and ranks with the H100 cost model. Prints a
+summary per function to stderr (and progress on a terminal); results are
+cached on disk. Functions that already contain ``kernel.customized`` are left
+alone. See ``docs/search.md``.
+
+Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
+``max-kernels``, ``griddims``/``blockdims``/``imaps``/``omaps`` (e.g.
+``"2x16x1;2x16x4"``), ``fmaps``/``franges`` (e.g. ``"1,4,8"``),
+``cache-dir`` (``none`` disables the cache), ``jobs`` (0: all cores),
+``no-prune`` (measure what pruning buys), ``chain``, ``trials``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.search import superoptimize_module
+from mirage_xdsl.search.options import SearchOptions, parse_ints, parse_triples
+
+
+@dataclass(frozen=True)
+class Superoptimize(ModulePass):
+    name = "superoptimize"
+
+    budget: float = 600.0
+    max_ops: int = 9
+    max_kernels: int = 2
+    griddims: str = ""
+    blockdims: str = ""
+    imaps: str = ""
+    omaps: str = ""
+    fmaps: str = ""
+    franges: str = ""
+    cache_dir: str = ""
+    jobs: int = 0
+    no_prune: bool = False
+    chain: str = "partial"
+    trials: int = 4
+
+    def options(self) -> SearchOptions:
+        try:
+            if self.chain not in ("partial", "all"):
+                raise ValueError(
+                    f"option 'chain': expected 'partial' or 'all', got '{self.chain}'"
+                )
+            for what, value in (
+                ("budget", self.budget),
+                ("max-ops", self.max_ops),
+                ("max-kernels", self.max_kernels),
+                ("trials", self.trials),
+            ):
+                if value <= 0:
+                    raise ValueError(f"option '{what}' must be positive, got {value}")
+            return SearchOptions(
+                budget=self.budget,
+                max_ops=self.max_ops,
+                max_kernels=self.max_kernels,
+                griddims=parse_triples(self.griddims, "griddims"),
+                blockdims=parse_triples(self.blockdims, "blockdims"),
+                imaps=parse_triples(self.imaps, "imaps"),
+                omaps=parse_triples(self.omaps, "omaps"),
+                fmaps=parse_ints(self.fmaps, "fmaps"),
+                franges=parse_ints(self.franges, "franges"),
+                jobs=self.jobs,
+                prune=not self.no_prune,
+                chain=self.chain,
+                trials=self.trials,
+            )
+        except ValueError as e:
+            raise MirageError(f"superoptimize: error: {e}") from None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        superoptimize_module(op, self.options(), cache_dir=self.cache_dir or None)

@@ -1,0 +1,136 @@
+"""The superoptimizer finds the known-good µGraph structures from plain programs.
+
+Reduced shapes (``scale=8``) and one kernel deep keep each search to seconds;
+``tools/bench_search.py`` runs the full shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mirage_xdsl.dialects import block, kernel
+from xdsl.dialects import func
+
+from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.search import superoptimize
+from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.superoptimizer import superoptimize_function
+from mirage_xdsl.workloads import WORKLOADS, random_inputs
+
+FAST = dict(jobs=1, max_kernels=1, budget=300.0)
+
+
+def search(name: str, batch: int = 1, scale: int = 8, **options):
+    program = WORKLOADS[name].module(batch, scale)
+    options = {**FAST, **options}
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**options), cache_dir="none"
+    )
+    return program, outcome
+
+
+def kernels(fn: func.FuncOp) -> list:
+    return [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
+
+
+def block_kinds(op: kernel.CustomizedOp) -> list[str]:
+    kinds = []
+    for inner in op.entry.ops:
+        if isinstance(inner, block.ThreadGraphOp):
+            kinds += [t.name.split(".")[1] for t in inner.entry.ops][:-1]
+        else:
+            kinds.append(inner.name.split(".")[1])
+    return kinds
+
+
+def assert_same_function(program, outcome) -> None:
+    from xdsl.dialects.builtin import ModuleOp
+
+    found = ModuleOp([outcome.function.clone()])
+    found.verify()
+    xs = random_inputs(program, seed=7)
+    for out, ref in zip(run(found, xs), run(program, xs), strict=True):
+        assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-3
+
+
+def only_customized(outcome) -> kernel.CustomizedOp:
+    (op,) = kernels(outcome.function)
+    assert isinstance(op, kernel.CustomizedOp)
+    return op
+
+
+def test_rmsnorm_fused_into_matmul() -> None:
+    program, outcome = search("rmsnorm_linear")
+    op = only_customized(outcome)
+    assert op.forloop > 1
+    accums = [o for o in op.entry.ops if isinstance(o, block.ForloopAccumOp)]
+    assert len(accums) == 2
+    # the norm is applied after accumulation: a post-loop division
+    (div,) = [o for o in op.entry.ops if isinstance(o, block.DivOp)]
+    assert all(isinstance(v.owner, block.ForloopAccumOp) for v in div.operands)
+    assert_same_function(program, outcome)
+
+
+def test_gated_mlp_one_kernel() -> None:
+    program, outcome = search("gated_mlp")
+    op = only_customized(outcome)
+    assert block_kinds(op).count("matmul") == 2
+    assert "silu" in block_kinds(op)
+    assert_same_function(program, outcome)
+
+
+def test_lora_one_kernel() -> None:
+    program, outcome = search("lora")
+    only_customized(outcome)
+    assert outcome.report.kernels_before == 4
+    assert_same_function(program, outcome)
+
+
+def test_gqa_forloop_accumulating_kernel() -> None:
+    program, outcome = search("gqa")
+    op = only_customized(outcome)
+    assert op.forloop > 1
+    kinds = block_kinds(op)
+    assert "exp" in kinds and kinds.count("forloop_accum") == 2
+    assert_same_function(program, outcome)
+
+
+@pytest.mark.parametrize("name", ["norm_transformer", "qknorm_gqa"])
+def test_fewer_kernels(name: str) -> None:
+    program, outcome = search(name)
+    assert len(kernels(outcome.function)) < len(kernels(entry_function(program)))
+    assert outcome.report.best_cost < outcome.report.input_cost
+    assert_same_function(program, outcome)
+
+
+def test_batch_eight() -> None:
+    program, outcome = search("gated_mlp", batch=8)
+    only_customized(outcome)
+    assert_same_function(program, outcome)
+
+
+def test_report_counts() -> None:
+    _, outcome = search("rmsnorm_linear")
+    r = outcome.report
+    assert r.explored > r.pruned > 0
+    assert r.verified >= 1 and r.kernels_after == 1
+    assert "graphs explored" in r.summary()
+
+
+def test_result_independent_of_workers() -> None:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.printing import module_text
+
+    texts = []
+    for jobs in (1, 2):
+        _, outcome = search("gated_mlp", jobs=jobs)
+        texts.append(module_text(ModuleOp([outcome.function])))
+    assert texts[0] == texts[1]
+
+
+def test_python_api_returns_a_copy() -> None:
+    program = WORKLOADS["norm_transformer"].module(1, 8)
+    out = superoptimize(program, cache_dir="none", log=None, **FAST)
+    assert any(isinstance(op, kernel.CustomizedOp) for op in out.walk())
+    assert not any(isinstance(op, kernel.CustomizedOp) for op in program.walk())
