@@ -12,18 +12,26 @@ Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``max-kernels``, ``griddims``/``blockdims``/``imaps``/``omaps`` (e.g.
 ``"2x16x1;2x16x4"``), ``fmaps``/``franges`` (e.g. ``"1,4,8"``),
 ``cache-dir`` (``none`` disables the cache), ``jobs`` (0: all cores),
-``no-prune`` (measure what pruning buys), ``chain``, ``trials``.
+``no-prune`` (measure what pruning buys), ``chain``, ``trials``,
+``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
+its µGraph template, for ``apply-mirage-rewrites``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.printing import module_text
+from mirage_xdsl.rewrites.emit import EmitError, emit_pattern, library_module
 from mirage_xdsl.search import superoptimize_module
 from mirage_xdsl.search.options import SearchOptions, parse_ints, parse_triples
 
@@ -46,6 +54,7 @@ class Superoptimize(ModulePass):
     no_prune: bool = False
     chain: str = "partial"
     trials: int = 4
+    emit_rewrites: str = ""
 
     def options(self) -> SearchOptions:
         try:
@@ -80,4 +89,36 @@ class Superoptimize(ModulePass):
             raise MirageError(f"superoptimize: error: {e}") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        sources = {
+            f.sym_name.data: f.clone() for f in op.ops if isinstance(f, func.FuncOp)
+        }
         superoptimize_module(op, self.options(), cache_dir=self.cache_dir or None)
+        if self.emit_rewrites:
+            write_rewrites(self.emit_rewrites, sources, op)
+
+
+def write_rewrites(
+    path: str, sources: dict[str, func.FuncOp], module: ModuleOp
+) -> None:
+    """Write each rewritten single-output function as a PDL pattern + template."""
+    entries = []
+    for fn in module.ops:
+        if not isinstance(fn, func.FuncOp) or fn.sym_name.data not in sources:
+            continue
+        source = sources[fn.sym_name.data]
+        if any(o.name == "kernel.customized" for o in source.walk()):
+            continue
+        try:
+            emit_pattern(source, fn.sym_name.data)
+        except EmitError as e:
+            print(
+                f"superoptimize: @{fn.sym_name.data}: no rewrite emitted: {e}",
+                file=sys.stderr,
+            )
+            continue
+        entries.append((source, fn, fn.sym_name.data))
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rewrites-")
+    with os.fdopen(fd, "w") as f:
+        f.write(module_text(library_module(entries)))
+    os.replace(tmp, path)
