@@ -33,8 +33,12 @@ from xdsl.utils.lexer import Input, Location, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 
-class MirageError(Exception):
-    """An error in the user's input or options, reported as one line."""
+class MirageError(DiagnosticException):
+    """An error in the user's input or options, reported as one line.
+
+    A ``DiagnosticException``, so xDSL's ``--verify-diagnostics`` prints it
+    and carries on, as for xDSL's own verifier errors.
+    """
 
 
 class OpVerifyError(VerifyException):

@@ -24,7 +24,7 @@ normal values: a wrong result is a bug, never an overflow.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,6 +132,14 @@ class Options:
     customized_prob: float
     thread_graph_prob: float
     dtypes: tuple[Attribute, ...]
+    kinds: frozenset[str] | None = None
+    reductions: tuple[str, ...] = block.ACCUM_REDUCTIONS
+
+    def allowed(self, kind: str) -> bool:
+        return self.kinds is None or kind in self.kinds
+
+    def menu(self, kinds: Sequence[str]) -> tuple[str, ...]:
+        return tuple(k for k in kinds if self.allowed(k))
 
 
 @dataclass
@@ -282,7 +290,7 @@ class Graph:
         a = a or self.pick(lambda v: v.phase != Phase.POST)
         if a is None:
             return None
-        reduction = reduction or self.choice(block.ACCUM_REDUCTIONS)
+        reduction = reduction or self.choice(self.opts.reductions)
         forloop = self.forloop_range
         n = a.shape[-1] if reduction == "sum" else 1
         scale = forloop * n if reduction in ("none", "sum") else 1
@@ -337,7 +345,10 @@ def add_thread_graph(g: Graph) -> Val | None:
     inner.pool = [
         Val(arg, v.lo, v.hi) for arg, v in zip(body.args, operands, strict=True)
     ]
-    inner.steps(int(g.rng.integers(1, 4)), lambda: g.choice(THREAD_MENU))
+    menu = g.opts.menu(THREAD_MENU)
+    if not menu:
+        return None
+    inner.steps(int(g.rng.integers(1, 4)), lambda: g.choice(menu))
     made = [v for v in inner.pool if isinstance(v.value.owner, Operation)]
     if not made:
         return None
@@ -450,13 +461,18 @@ class Customized:
         saved: list[tuple[Val, list[int]]] = []
         for v in chosen:
             if v.phase == Phase.LOOP and self.forloop > 1:
-                v = g.add_accum(v) or g.add_accum(v, "mean")
+                v = g.add_accum(v) or g.add_accum(v, self.safe_reduction())
                 if v is None:
                     continue
             omap = self.random_omap(len(v.shape))
             g.block.add_op(block.OutputOp(v.value, omap))
             saved.append((v, omap))
         return saved
+
+    def safe_reduction(self) -> str | None:
+        """An allowed reduction whose result stays in its operand's range."""
+        safe = [r for r in ("mean", "rms") if r in self.kg.opts.reductions]
+        return safe[0] if safe else None
 
     def random_omap(self, rank: int) -> list[int]:
         """Every grid dim of size > 1 takes a distinct tile dim; others may."""
@@ -510,10 +526,12 @@ def add_customized(kg: Graph) -> Val | None:
     def extra(kind: str) -> Val | None:
         return add_thread_graph(c.bg) if kind == "thread_graph" else None
 
+    menu = kg.opts.menu(BLOCK_MENU)
+
     def draw() -> str:
-        if kg.coin(kg.opts.thread_graph_prob):
+        if kg.opts.allowed("thread_graph") and kg.coin(kg.opts.thread_graph_prob):
             return "thread_graph"
-        return kg.choice(BLOCK_MENU)
+        return kg.choice(menu) if menu else "thread_graph"
 
     c.bg.steps(int(kg.rng.integers(1, kg.opts.max_block_ops + 1)), draw, extra)
     saved = c.outputs()
@@ -523,6 +541,9 @@ def add_customized(kg: Graph) -> Val | None:
 
 
 KERNEL_MENU = tuple(KERNEL_OPS)
+
+KINDS = tuple(dict.fromkeys([*KERNEL_MENU, *BLOCK_MENU, "customized", "thread_graph"]))
+"""Every op kind :func:`random_module` can be restricted to."""
 
 
 def random_module(
@@ -534,6 +555,8 @@ def random_module(
     thread_graph_prob: float = 0.15,
     max_elements: int = 4096,
     dtypes: Sequence[Attribute] = (float16,),
+    kinds: Collection[str] | None = None,
+    reductions: Sequence[str] = block.ACCUM_REDUCTIONS,
 ) -> ModuleOp:
     """A random valid µGraph: ``func.func @main`` of kernel and customized ops.
 
@@ -546,11 +569,22 @@ def random_module(
     later ops do not read) and one element type drawn from ``dtypes``. Every
     value unused inside the function is returned. See the module docstring for
     the value ranges on inputs from :func:`random_inputs`.
+
+    ``kinds`` (default: all) restricts the ops to these ``KIND`` names (see
+    :data:`KINDS`), ``"customized"`` and ``"thread_graph"`` included;
+    ``reductions`` the ``block.forloop_accum`` reductions. A per-iteration
+    value that a block saves is accumulated whatever ``kinds`` says, since the
+    verifier requires it.
     """
+    unknown = set(kinds or ()) - set(KINDS)
+    if unknown or not set(reductions) <= set(block.ACCUM_REDUCTIONS):
+        raise ValueError(f"unknown kinds or reductions: {sorted(unknown)}")
     opts = Options(
         max_ops, max_block_ops, max_elements, customized_prob, thread_graph_prob,
-        tuple(dtypes),
+        tuple(dtypes), None if kinds is None else frozenset(kinds),
+        tuple(reductions),
     )  # fmt: skip
+    kernel_menu = opts.menu(KERNEL_MENU)
     dtype = opts.dtypes[int(rng.integers(len(opts.dtypes)))]
     body = Block()
 
@@ -571,11 +605,15 @@ def random_module(
         return add_customized(kg) if kind == "customized" else None
 
     def draw() -> str:
-        return "customized" if kg.coin(customized_prob) else kg.choice(KERNEL_MENU)
+        if opts.allowed("customized") and kg.coin(customized_prob):
+            return "customized"
+        return kg.choice(kernel_menu) if kernel_menu else "customized"
 
     kg.steps(int(rng.integers(1, max_ops + 1)), draw, extra)
-    if not body.ops:
-        kg.steps(1, lambda: "sqrt")
+    for _ in range(16 if not body.ops else 0):
+        kg.steps(1, (lambda: "sqrt") if kinds is None else draw, extra)
+        if body.ops:
+            break
     outputs = [v.value for v in kg.sinks() if isinstance(v.value.owner, Operation)]
     body.add_op(func.ReturnOp(*outputs))
     fn = func.FuncOp(
@@ -593,6 +631,7 @@ def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
 
 __all__ = [
     "INPUT_HIGH",
+    "KINDS",
     "INPUT_LOW",
     "VALUE_MAX",
     "VALUE_MIN",

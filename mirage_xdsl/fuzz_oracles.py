@@ -20,11 +20,14 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from mirage_xdsl.context import make_context
 from mirage_xdsl.diagnostics import MirageError, parse, verify
+from mirage_xdsl.finite_field import FiniteFieldDomain, P, Q
 from mirage_xdsl.fuzz import VALUE_MAX, VALUE_MIN, random_inputs, random_module
 from mirage_xdsl.graph import bfloat16, float16, float32
 from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.mutants import mutants
 from mirage_xdsl.mutate import MUTATORS, mutate
 from mirage_xdsl.printing import module_text
+from mirage_xdsl.verify import equivalent
 
 DIAGNOSTIC = re.compile(r"\A[^\n]+:\d+:\d+: error: [^\n]+\Z")
 """A user-facing error: one line, located."""
@@ -171,6 +174,75 @@ def driver(seed: int) -> str:
     return "rejected"
 
 
+POLYNOMIAL_KINDS = (
+    "add", "mul", "matmul", "reduce_sum", "concat", "forloop_accum",
+    "customized", "thread_graph",
+)  # fmt: skip
+"""Ops whose float and finite-field meanings agree exactly on small integers."""
+
+
+def field_consistency(seed: int) -> str:
+    """On integer inputs in {-1, 0, 1}, a polynomial program computes the same
+    integers in fp32 (exact: the generator keeps them below 10^4) as in
+    Z_p x Z_q: both domains see one partition semantics."""
+    rng = np.random.default_rng(seed)
+    module = random_module(
+        rng, kinds=POLYNOMIAL_KINDS, reductions=("none", "sum"), customized_prob=0.5
+    )
+    shapes = [t.get_shape() for t in entry_function(module).function_type.inputs.data]  # type: ignore[attr-defined]
+    xs = [rng.integers(-1, 2, s) for s in shapes]
+    floats = run(module, xs)
+    fields = run(module, xs, FiniteFieldDomain(seed))
+    for i, (f, z) in enumerate(zip(floats, fields, strict=True)):
+        exact = f.astype(np.int64)
+        if not np.array_equal(exact, f) or np.abs(exact).max(initial=0) >= 1 << 24:
+            raise FuzzFailure("field", seed, f"output #{i} is not a small integer")
+        if not (
+            np.array_equal(np.mod(exact, P), z["p"])
+            and np.array_equal(np.mod(exact, Q), z["q"])
+        ):
+            raise FuzzFailure("field", seed, f"output #{i} differs between domains")
+    return "ok"
+
+
+MUTANTS_PER_CASE = 2
+
+
+def mutant_rejected(seed: int) -> str:
+    """The equivalence verifier rejects every mutant that differs in fp32."""
+    rng = np.random.default_rng(seed)
+    module = random_module(rng, max_ops=4, max_block_ops=4)
+    found = mutants(module)
+    if not found:
+        return "no-mutant"
+    xs = random_inputs(module, seed)
+    reference = run(module, xs)
+    outcome = "float-equal"
+    for index in rng.permutation(len(found))[:MUTANTS_PER_CASE]:
+        mutant = found[int(index)]
+        with np.errstate(all="ignore"):
+            if not differs(run(mutant.module, xs), reference):
+                continue  # an accidentally equivalent edit
+        verdict = equivalent(module, mutant.module, seed=seed)
+        if verdict.equivalent:
+            raise FuzzFailure(
+                "mutant", seed, f"verifier accepts {mutant.description}: {verdict}"
+            )
+        outcome = "rejected"
+    return outcome
+
+
+def differs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float = 1e-3) -> bool:
+    """Relative Frobenius error above ``rtol`` on some output (inf/nan count)."""
+    for out, ref in zip(outs, refs, strict=True):
+        if out.shape != ref.shape:
+            return True
+        error = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+        if not error <= rtol:
+            return True
+    return False
+
+
 ORACLES: dict[str, Callable[[int], str]] = {
     "generate": generated_verifies,
     "round-trip": round_trip,
@@ -178,5 +250,7 @@ ORACLES: dict[str, Callable[[int], str]] = {
     "corrupt": corrupt,
     "perturb": perturb,
     "driver": driver,
+    "field": field_consistency,
+    "mutant": mutant_rejected,
 }
 """Every fuzz kind, by name."""

@@ -30,8 +30,11 @@ WEIGHTS = {
     "corrupt": 3.0,
     "perturb": 3.0,
     "driver": 0.01,
+    "field": 0.5,
+    "mutant": 0.05,
 }
-"""Share of the cases per kind (a driver case starts a process: ~0.3 s)."""
+"""Share of the cases per kind (a driver case starts a process, a mutant case
+runs the equivalence verifier: ~0.3 s each)."""
 
 
 class Hang(Exception):

@@ -75,11 +75,23 @@ class MirageOptMain(xDSLOptMain):
         super().register_all_frontends()
 
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
-            module = parse(self.ctx, io.read(), self.get_input_name())
+            # Blank lines in front keep line numbers of --split-input-file
+            # chunks those of the whole file.
+            text = b"\n" * self.chunk_offset + io.read()
+            module = parse(self.ctx, text, self.get_input_name())
             verify(module)
             return module
 
         self.available_frontends["mlir"] = parse_mlir
+
+    chunk_offset = 0
+    """Line offset of the ``--split-input-file`` chunk being parsed."""
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        self.chunk_offset = start_offset
+        return super().parse_chunk(chunk, file_extension, start_offset)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
