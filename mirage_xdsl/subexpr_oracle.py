@@ -87,7 +87,13 @@ class SubexprOracle:
             self.stats.z3_seconds += time.perf_counter() - start
 
     def _piece(self, e: Expr) -> bool:
-        key = nf.normal_form(e)
+        try:
+            key = nf.normal_form(e)
+        except ValueError:
+            # A concat nested under another op (e.g. summed) has no single
+            # normal form; undecided, so the candidate is kept (pruning stays sound).
+            self.stats.undecided += 1
+            return True
         self.stats.queries += 1
         cached = self._cache.get(key)
         if cached is not None:
