@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.parser import Parser
 from xdsl.parser.generic_parser import ParserState
+from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.lexer import Input, Location, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
@@ -88,6 +89,19 @@ class LocatingParser(Parser):
                 StringAttr(location.file), IntAttr(location.line), IntAttr(location.col)
             )
         return op
+
+    def _parse_block(self) -> Block:
+        # MLIR allows ``^5``; xDSL's name hints do not, and it fails with a
+        # ValueError deep inside. Reject the label here, in words.
+        token = self._current_token
+        if token.kind == MLIRTokenKind.CARET_IDENT:
+            name = token.text[1:]
+            if not Block.is_default_block_name(name) and not Block.is_valid_name(name):
+                self.raise_error(
+                    f"block label '{token.text}' must start with a letter or '_'",
+                    token.span,
+                )
+        return super()._parse_block()
 
     def parse_optional_integer(
         self, allow_boolean: bool = True, allow_negative: bool = True
@@ -351,8 +365,51 @@ def _reword(op: Operation, cause: str) -> tuple[Operation, str]:
     return op, cause
 
 
+def check_scopes(op: Operation, visible: frozenset[SSAValue] = frozenset()) -> None:
+    """Every operand is defined before its use and inside any isolated parent.
+
+    xDSL's parser resolves names across a whole block (``%1 = kernel.mul %1,
+    %1`` parses) and checks neither dominance nor ``IsolatedFromAbove`` itself,
+    so this walk does, in program order. Multi-block regions (none in our
+    dialects) are checked only for isolation.
+    """
+    isolated = op.has_trait(IsolatedFromAbove)
+    for region in op.regions:
+        outer = frozenset() if isolated else visible
+        everywhere = {
+            v for b in region.blocks for v in (*b.args, *(r for o in b.ops for r in o.results))
+        } if len(region.blocks) > 1 else set()  # fmt: skip
+        for block in region.blocks:
+            seen = set(outer) | set(block.args) | everywhere
+            for inner in block.ops:
+                for i, value in enumerate(inner.operands):
+                    if value not in seen:
+                        raise MirageError(
+                            f"{where(inner)}: error: {_scope_error(inner, i, visible)}"
+                        )
+                check_scopes(inner, frozenset(seen))
+                seen.update(inner.results)
+
+
+def _scope_error(op: Operation, index: int, visible: frozenset[SSAValue]) -> str:
+    value = op.operands[index]
+    owner = value.owner
+    ancestor = op.parent_op()
+    while ancestor is not None and not ancestor.has_trait(IsolatedFromAbove):
+        ancestor = ancestor.parent_op()
+    if ancestor is not None and not ancestor.is_ancestor(
+        owner if isinstance(owner, Operation) else owner.parent_op() or ancestor
+    ):
+        return (
+            f"'{op.name}' uses operand #{index} from outside its "
+            f"'{ancestor.name}', which sees only its own arguments"
+        )
+    return f"'{op.name}' uses operand #{index} before it is defined"
+
+
 def verify(module: ModuleOp) -> None:
     """Verify every op, raising :class:`MirageError` located at the first bad one."""
+    check_scopes(module)
     for op in _post_order(module):
         try:
             op.verify(verify_nested_ops=False)
