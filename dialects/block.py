@@ -319,6 +319,9 @@ class ThreadGraphOp(IRDLOperation):
         return self.body.block
 
     def verify_(self) -> None:
+        from mirage_xdsl.customized import check_isolated
+
+        check_isolated(self)
         if [a.type for a in self.entry.args] != [v.type for v in self.inputs]:
             raise VerifyException(
                 f"'{self.name}' region arguments must match the input types"

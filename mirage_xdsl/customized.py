@@ -104,8 +104,35 @@ def shared_memory_bytes(customized: Operation) -> int:
     return peak
 
 
+def check_isolated(op: Operation) -> None:
+    """Ops in ``op``'s region use only values defined inside ``op``.
+
+    A block graph sees device tensors only through its arguments (and
+    ``block.input``), a thread graph sees tiles only through its operands:
+    each level's values live in a different memory.
+    """
+    for inner in op.walk():
+        for index, value in enumerate(inner.operands):
+            if inner is not op and not defined_inside(value, op):
+                raise OpVerifyError(
+                    inner,
+                    f"'{inner.name}' uses operand #{index} from outside its "
+                    f"'{op.name}', which sees only its own arguments",
+                )
+
+
+def defined_inside(value: SSAValue, op: Operation) -> bool:
+    """Whether ``value`` is defined in one of ``op``'s regions."""
+    owner = value.owner
+    if isinstance(owner, Operation):
+        return owner is not op and op.is_ancestor(owner)
+    parent = owner.parent_op()
+    return parent is not None and op.is_ancestor(parent)
+
+
 def verify_customized(op: Operation) -> None:
     """Whole-graph checks of a ``kernel.customized`` op (beyond each op's own)."""
+    check_isolated(op)
     block = op.regions[0].block
     for inner in block.ops:
         if not inner.name.startswith("block."):

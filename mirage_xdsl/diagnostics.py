@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.parser.generic_parser import ParserState
+from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.lexer import Input, Location, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
@@ -88,6 +89,19 @@ class LocatingParser(Parser):
                 StringAttr(location.file), IntAttr(location.line), IntAttr(location.col)
             )
         return op
+
+    def _parse_block(self) -> Block:
+        # MLIR allows ``^5``; xDSL's name hints do not, and it fails with a
+        # ValueError deep inside. Reject the label here, in words.
+        token = self._current_token
+        if token.kind == MLIRTokenKind.CARET_IDENT:
+            name = token.text[1:]
+            if not Block.is_default_block_name(name) and not Block.is_valid_name(name):
+                self.raise_error(
+                    f"block label '{token.text}' must start with a letter or '_'",
+                    token.span,
+                )
+        return super()._parse_block()
 
     def parse_optional_integer(
         self, allow_boolean: bool = True, allow_negative: bool = True
@@ -185,19 +199,6 @@ def _unknown_op(f: ParseFailure) -> tuple[Span, str]:
     return span, f"unknown operation '{name}'{hint}"
 
 
-def _undefined(f: ParseFailure) -> tuple[Span, str]:
-    """Locate the first use of the first value that is never defined."""
-    name = f.match.group(1).split(",")[0].strip()
-    lexer = LinearLexer(f.span.input)
-    try:
-        while (token := lexer.lex()).kind != MLIRTokenKind.EOF:
-            if token.kind == MLIRTokenKind.PERCENT_IDENT and token.text == name:
-                return token.span, f"use of undefined value '{name}'"
-    except ParseError:
-        pass
-    return f.span, f"use of undefined value '{name}'"
-
-
 @functools.cache
 def mirage_op_names() -> frozenset[str]:
     """Op names of our dialects, suggested even before a dialect is loaded."""
@@ -227,7 +228,6 @@ PARSE_REWORDING: list[tuple[re.Pattern[str], Rule]] = [
         lambda f: f"expected a name after {show(f.span.input.content[f.span.start])}",
     ),
     (re.compile(r"^Operation (\S+) is not registered$"), _unknown_op),
-    (re.compile(r"^values used but not defined: \[([^\]]*)\]$"), _undefined),
     (
         re.compile(r"^End of file reached before closing string literal"),
         lambda f: "string literal is never closed",
@@ -292,13 +292,32 @@ def parse(ctx: Context, text: str | bytes, name: str) -> ModuleOp:
     as for ``mlir-opt``.
     """
     source = decode(text, name)
+    parser: LocatingParser | None = None
     try:
         parser = LocatingParser(ctx, source, name)
         if parser._current_token.kind == MLIRTokenKind.EOF:
             return ModuleOp([])
         return parser.parse_module()
     except ParseError as e:
-        raise MirageError(parse_error_line(e, ctx)) from None
+        undefined = parser and e.msg.startswith("values used but not defined")
+        line = (undefined and undefined_use(parser)) or parse_error_line(e, ctx)
+        raise MirageError(line) from None
+
+
+def undefined_use(parser: Parser) -> str | None:
+    """The diagnostic for a name used but never defined, at the op using it.
+
+    xDSL reports these at the end of the input; the parser still knows the
+    placeholder values, and their users carry locations.
+    """
+    for name, values in parser.forward_ssa_references.items():
+        for value in values.values():
+            for use in value.uses:
+                return (
+                    f"{where(use.operation)}: error: '{use.operation.name}' uses "
+                    f"undefined value '%{name}'"
+                )
+    return None
 
 
 def _post_order(op: Operation) -> Iterator[Operation]:
@@ -351,8 +370,54 @@ def _reword(op: Operation, cause: str) -> tuple[Operation, str]:
     return op, cause
 
 
+def check_scopes(op: Operation, visible: frozenset[SSAValue] = frozenset()) -> None:
+    """Every operand is defined before its use and inside any isolated parent.
+
+    xDSL's parser resolves names across a whole block (``%1 = kernel.mul %1,
+    %1`` parses) and xDSL's verifier checks no dominance, so this walk does,
+    in program order. Multi-block regions (none in our dialects) are checked
+    only for isolation.
+    """
+    outer = frozenset() if op.has_trait(IsolatedFromAbove) else visible
+    for region in op.regions:
+        shared = _region_values(region) if len(region.blocks) > 1 else set()
+        for block in region.blocks:
+            seen = set(outer) | set(block.args) | shared
+            for inner in block.ops:
+                for index, value in enumerate(inner.operands):
+                    if value not in seen:
+                        raise MirageError(
+                            f"{where(inner)}: error: {_scope_error(inner, index)}"
+                        )
+                check_scopes(inner, frozenset(seen))
+                seen.update(inner.results)
+
+
+def _region_values(region: Region) -> set[SSAValue]:
+    return {
+        value
+        for block in region.blocks
+        for value in (*block.args, *(r for op in block.ops for r in op.results))
+    }
+
+
+def _scope_error(op: Operation, index: int) -> str:
+    from mirage_xdsl.customized import defined_inside
+
+    isolated = op.parent_op()
+    while isolated is not None and not isolated.has_trait(IsolatedFromAbove):
+        isolated = isolated.parent_op()
+    if isolated is not None and not defined_inside(op.operands[index], isolated):
+        return (
+            f"'{op.name}' uses operand #{index} from outside its "
+            f"'{isolated.name}', which sees only its own arguments"
+        )
+    return f"'{op.name}' uses operand #{index} before it is defined"
+
+
 def verify(module: ModuleOp) -> None:
     """Verify every op, raising :class:`MirageError` located at the first bad one."""
+    check_scopes(module)
     for op in _post_order(module):
         try:
             op.verify(verify_nested_ops=False)

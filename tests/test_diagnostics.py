@@ -70,3 +70,20 @@ def test_not_utf8_is_located() -> None:
 def test_empty_input_is_an_empty_module() -> None:
     module = parse(make_context(), "// nothing\n", "t.mlir")
     assert list(module.ops) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["block_op_reads_device_tensor.mlir", "thread_op_reads_tile.mlir"]
+)
+def test_isolation_is_a_dialect_rule(name: str) -> None:
+    """Values crossing a level boundary crashed the interpreter; xDSL's own
+    ``verify`` rejects them too, not only the driver's."""
+    from pathlib import Path
+
+    from xdsl.parser import Parser
+    from xdsl.utils.exceptions import VerifyException
+
+    text = (Path(__file__).parent / "filecheck" / "errors" / name).read_text()
+    module = Parser(make_context(), text).parse_module()
+    with pytest.raises(VerifyException, match="sees only its own arguments"):
+        module.verify()

@@ -155,8 +155,8 @@ class MirageOptMain(xDSLOptMain):
 
 
 def summary(obj: object) -> str:
-    """First line of an object's docstring."""
-    return first_line(obj.__doc__ or "")
+    """First line of an object's docstring, RST literals shown as quotes."""
+    return first_line(obj.__doc__ or "").replace("``", "'")
 
 
 def describe_pass(load: Callable[[], type[ModulePass]]) -> str:
