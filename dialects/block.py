@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.kernel import dense_i64
+from mirage_xdsl.dialects.kernel import CustomizedOp, dense_i64
 from xdsl.dialects.builtin import (
     I64,
     DenseArrayBase,
@@ -44,7 +44,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import IsTerminator, Pure
+from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl import shapes
@@ -59,13 +59,18 @@ ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 """
 
 
-def parent_customized(op: Operation) -> Operation:
-    """The enclosing ``kernel.customized`` op (the block graph's owner)."""
+IN_BLOCK_GRAPH = HasParent(CustomizedOp)
+"""Every block op lives directly in a ``kernel.customized`` region."""
+
+
+def parent_customized(op: Operation) -> CustomizedOp:
+    """The enclosing ``kernel.customized`` op, with a launch shape one can use."""
     parent = op.parent_op()
-    if parent is None or parent.name != "kernel.customized":
+    if not isinstance(parent, CustomizedOp):
         raise VerifyException(
             f"'{op.name}' must be directly inside a 'kernel.customized' region"
         )
+    parent.verify_launch()
     return parent
 
 
@@ -90,7 +95,7 @@ class InputOp(IRDLOperation):
         "`->` type($result)"
     )
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
     def __init__(
         self, source: SSAValue, imap: Sequence[int], fmap: int, tile: TensorType
@@ -112,7 +117,7 @@ class InputOp(IRDLOperation):
     def verify_(self) -> None:
         parent = parent_customized(self)
         if not (
-            isinstance(self.source, SSAValue) and self.source.owner is parent.body.block  # type: ignore[attr-defined]
+            isinstance(self.source, SSAValue) and self.source.owner is parent.body.block
         ):
             raise VerifyException(
                 f"'{self.name}' must read an argument of the customized kernel"
@@ -123,8 +128,8 @@ class InputOp(IRDLOperation):
                 t.tensor_shape(self.source),
                 self.input_map,
                 self.forloop_dim,
-                parent.grid_dims,  # type: ignore[attr-defined]
-                parent.forloop,  # type: ignore[attr-defined]
+                parent.grid_dims,
+                parent.forloop,
             )
         except shapes.ShapeError as e:
             raise VerifyException(f"'{self.name}': {e}") from None
@@ -146,6 +151,8 @@ class OutputOp(IRDLOperation):
 
     assembly_format = "$input `omap` $omap attr-dict `:` type($input)"
 
+    traits = traits_def(IN_BLOCK_GRAPH)
+
     def __init__(self, input: SSAValue | Operation, omap: Sequence[int]):
         super().__init__(operands=[input], properties={"omap": dense_i64(omap)})
 
@@ -159,7 +166,7 @@ class OutputOp(IRDLOperation):
             shapes.stitched_shape(
                 t.tensor_shape(self.input),
                 self.output_map,
-                parent.grid_dims,  # type: ignore[attr-defined]
+                parent.grid_dims,
             )
         except shapes.ShapeError as e:
             raise VerifyException(f"'{self.name}': {e}") from None
@@ -179,6 +186,8 @@ class ForloopAccumOp(IRDLOperation):
     assembly_format = (
         "$input `reduce` $reduce attr-dict `:` type($input) `->` type($result)"
     )
+
+    traits = traits_def(IN_BLOCK_GRAPH)
 
     def __init__(self, input: SSAValue | Operation, reduce: str = "none"):
         input = SSAValue.get(input)
@@ -211,67 +220,67 @@ class ForloopAccumOp(IRDLOperation):
 @irdl_op_definition
 class MatmulOp(t.MatmulBase):
     name = "block.matmul"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class AddOp(t.AddBase):
     name = "block.add"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class MulOp(t.MulBase):
     name = "block.mul"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class DivOp(t.DivBase):
     name = "block.div"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class ExpOp(t.ExpBase):
     name = "block.exp"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class SiluOp(t.SiluBase):
     name = "block.silu"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class SqrtOp(t.SqrtBase):
     name = "block.sqrt"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class SquareOp(t.SquareBase):
     name = "block.square"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "block.rms_norm"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class ReduceSumOp(t.ReduceSumBase):
     name = "block.reduce_sum"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
 class ConcatOp(t.ConcatBase):
     name = "block.concat"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
 
 @irdl_op_definition
@@ -292,6 +301,8 @@ class ThreadGraphOp(IRDLOperation):
     assembly_format = (
         "`(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
     )
+
+    traits = traits_def(IN_BLOCK_GRAPH)
 
     def __init__(
         self,

@@ -33,6 +33,8 @@ from xdsl.irdl import (
 from xdsl.traits import NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from mirage_xdsl.diagnostics import OpVerifyError
+
 H100_BLOCK_THREADS = 1024
 
 
@@ -164,26 +166,37 @@ class CustomizedOp(IRDLOperation):
     def entry(self) -> Block:
         return self.body.block
 
-    def verify_(self) -> None:
-        from mirage_xdsl.customized import verify_customized
+    def verify_launch(self) -> None:
+        """Check grid, block and for-loop range, which every inner op relies on.
 
+        Inner ops verify first and read the grid, so they call this before
+        using it; the error is reported at this op either way.
+        """
         grid, block = self.grid_dims, self.block_dims
         if len(grid) != 3 or any(g < 1 for g in grid):
-            raise VerifyException(
-                f"'{self.name}' grid must be three positive sizes, got {list(grid)}"
+            raise OpVerifyError(
+                self,
+                f"'{self.name}' grid must be three positive sizes, got {list(grid)}",
             )
         if len(block) != 3 or any(b < 1 for b in block):
-            raise VerifyException(
-                f"'{self.name}' block must be three positive sizes, got {list(block)}"
+            raise OpVerifyError(
+                self,
+                f"'{self.name}' block must be three positive sizes, got {list(block)}",
             )
         threads = block[0] * block[1] * block[2]
         if threads > H100_BLOCK_THREADS or threads % 32:
-            raise VerifyException(
+            raise OpVerifyError(
+                self,
                 f"'{self.name}' block has {threads} threads; it needs a multiple "
-                f"of 32 and at most {H100_BLOCK_THREADS}"
+                f"of 32 and at most {H100_BLOCK_THREADS}",
             )
         if self.forloop < 1:
-            raise VerifyException(f"'{self.name}' forloop range must be >= 1")
+            raise OpVerifyError(self, f"'{self.name}' forloop range must be >= 1")
+
+    def verify_(self) -> None:
+        from mirage_xdsl.customized import verify_customized
+
+        self.verify_launch()
         args = self.entry.args
         if [a.type for a in args] != [v.type for v in self.inputs]:
             raise VerifyException(

@@ -22,47 +22,50 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, IsTerminator, Pure
 
+IN_THREAD_GRAPH = HasParent(ThreadGraphOp)
+"""Every thread op lives directly in a ``block.thread_graph`` region."""
+
 
 @irdl_op_definition
 class AddOp(t.AddBase):
     name = "thread.add"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class MulOp(t.MulBase):
     name = "thread.mul"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class DivOp(t.DivBase):
     name = "thread.div"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class ExpOp(t.ExpBase):
     name = "thread.exp"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class SiluOp(t.SiluBase):
     name = "thread.silu"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class SqrtOp(t.SqrtBase):
     name = "thread.sqrt"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
 class SquareOp(t.SquareBase):
     name = "thread.square"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
 
 
 @irdl_op_definition
@@ -75,7 +78,7 @@ class YieldOp(IRDLOperation):
 
     assembly_format = "$values attr-dict `:` type($values)"
 
-    traits = traits_def(IsTerminator(), HasParent(ThreadGraphOp), Pure())
+    traits = traits_def(IsTerminator(), IN_THREAD_GRAPH, Pure())
 
     def __init__(self, values: Sequence[SSAValue]):
         super().__init__(operands=[list(values)])

@@ -31,4 +31,15 @@ __all__ = [
     "new_kernel_graph",
     "new_threadblock_graph",
     "superoptimize",
+    "compile",
 ]
+
+
+def __getattr__(name: str):
+    # The runtime is imported on first use, so importing mirage_xdsl needs
+    # neither torch nor cuda-python.
+    if name == "compile":
+        from mirage_xdsl.runtime import compile
+
+        return compile
+    raise AttributeError(f"module 'mirage_xdsl' has no attribute '{name}'")

@@ -26,10 +26,17 @@ def _thread() -> Dialect:
     return Thread
 
 
+def _gpux() -> Dialect:
+    from mirage_xdsl.dialects.gpux import GPUX
+
+    return GPUX
+
+
 DIALECTS: dict[str, Callable[[], Dialect]] = {
     "kernel": _kernel,
     "block": _block,
     "thread": _thread,
+    "gpux": _gpux,
 }
 
 

@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl import shapes
+from mirage_xdsl.diagnostics import OpVerifyError
 
 H100_SHARED_MEMORY_BYTES = 227 * 1024
 """Shared memory one H100 thread block may use (opt-in maximum)."""
@@ -38,9 +39,10 @@ def op_phase(op: Operation, phases: dict[SSAValue, Phase]) -> Phase:
         return Phase.LOOP if op.forloop_dim != -1 else Phase.INVARIANT  # type: ignore[attr-defined]
     operand_phases = {phases[v] for v in op.operands}
     if {Phase.LOOP, Phase.POST} <= operand_phases:
-        raise VerifyException(
+        raise OpVerifyError(
+            op,
             f"'{op.name}' mixes a per-iteration value with an accumulated one; "
-            "per-iteration values must reach it through 'block.forloop_accum'"
+            "per-iteration values must reach it through 'block.forloop_accum'",
         )
     return max(operand_phases, key=lambda p: p.value, default=Phase.INVARIANT)
 
@@ -52,8 +54,8 @@ def phases_of(customized: Operation) -> dict[SSAValue, Phase]:
     for op in block.ops:
         phase = op_phase(op, phases)
         if op.name == "block.forloop_accum" and phases[op.operands[0]] == Phase.POST:
-            raise VerifyException(
-                f"'{op.name}' accumulates a value that is already accumulated"
+            raise OpVerifyError(
+                op, f"'{op.name}' accumulates a value that is already accumulated"
             )
         for r in op.results:
             phases[r] = phase
@@ -107,8 +109,10 @@ def verify_customized(op: Operation) -> None:
     block = op.regions[0].block
     for inner in block.ops:
         if not inner.name.startswith("block."):
-            raise VerifyException(
-                f"'{op.name}' region may only hold block ops, found '{inner.name}'"
+            raise OpVerifyError(
+                inner,
+                f"'{inner.name}' cannot be in a block graph; '{op.name}' regions "
+                "hold only block ops",
             )
     phases = phases_of(op)
     outs = outputs_of(op)
@@ -120,15 +124,16 @@ def verify_customized(op: Operation) -> None:
     forloop = op.forloop  # type: ignore[attr-defined]
     for i, (out, result) in enumerate(zip(outs, op.results, strict=True)):
         if forloop > 1 and phases[out.operands[0]] == Phase.LOOP:
-            raise VerifyException(
+            raise OpVerifyError(
+                out,
                 f"'block.output' #{i} saves a per-iteration value; accumulate it "
-                "with 'block.forloop_accum' first"
+                "with 'block.forloop_accum' first",
             )
         tile = tuple(out.operands[0].type.get_shape())  # type: ignore[attr-defined]
         try:
             full = shapes.stitched_shape(tile, out.output_map, op.grid_dims)  # type: ignore[attr-defined]
         except shapes.ShapeError as e:
-            raise VerifyException(f"'block.output' #{i}: {e}") from None
+            raise OpVerifyError(out, f"'block.output' #{i}: {e}") from None
         got = tuple(result.type.get_shape())  # type: ignore[attr-defined]
         if got != full:
             raise VerifyException(

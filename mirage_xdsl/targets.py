@@ -5,8 +5,26 @@ from collections.abc import Callable
 from xdsl.utils.target import Target
 
 
+def _cuda() -> type[Target]:
+    from mirage_xdsl.lowering.cuda import CudaTarget
+
+    return CudaTarget
+
+
+def _ptx() -> type[Target]:
+    from mirage_xdsl.lowering.cuda import PtxTarget
+
+    return PtxTarget
+
+
+def _dot() -> type[Target]:
+    from mirage_xdsl.dot import DotTarget
+
+    return DotTarget
+
+
 def _all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {}
+    return {"cuda": _cuda, "ptx": _ptx, "dot": _dot}
 
 
 ALL_TARGETS = _all_targets()

@@ -9,6 +9,24 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _default_customize() -> type[ModulePass]:
+    from mirage_xdsl.passes.default_customize import DefaultCustomizePass
+
+    return DefaultCustomizePass
+
+
+def _fuse_thread_graphs() -> type[ModulePass]:
+    from mirage_xdsl.passes.fuse_thread_graphs import FuseThreadGraphsPass
+
+    return FuseThreadGraphsPass
+
+
+def _lower_to_gpu() -> type[ModulePass]:
+    from mirage_xdsl.lowering.lower_to_gpu import LowerToGpuPass
+
+    return LowerToGpuPass
+
+
 def _apply_mirage_rewrites() -> type[ModulePass]:
     from mirage_xdsl.passes.apply_mirage_rewrites import ApplyMirageRewrites
 
@@ -21,10 +39,20 @@ def _superoptimize() -> type[ModulePass]:
     return Superoptimize
 
 
+def _verify_equivalent() -> type[ModulePass]:
+    from mirage_xdsl.passes.verify_equivalent import VerifyEquivalentPass
+
+    return VerifyEquivalentPass
+
+
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
+        "default-customize": _default_customize,
+        "fuse-thread-graphs": _fuse_thread_graphs,
+        "lower-to-gpu": _lower_to_gpu,
         "apply-mirage-rewrites": _apply_mirage_rewrites,
         "superoptimize": _superoptimize,
+        "verify-equivalent": _verify_equivalent,
     }
 
 

@@ -4,14 +4,19 @@ passes and targets, plus ``--superoptimize`` and one-line diagnostics."""
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, get_pass_option_infos
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
+    ArgSpecParseError,
     DiagnosticException,
     ParseError,
     PassFailedException,
@@ -20,7 +25,13 @@ from xdsl.utils.exceptions import (
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from mirage_xdsl.context import DIALECTS
-from mirage_xdsl.diagnostics import MirageError, first_line, parse, verify
+from mirage_xdsl.diagnostics import (
+    MirageError,
+    first_line,
+    parse,
+    parse_error_line,
+    verify,
+)
 from mirage_xdsl.passes import ALL_PASSES
 from mirage_xdsl.targets import ALL_TARGETS
 
@@ -35,8 +46,10 @@ target given with -t (default: MLIR text).
   mirage-opt --superoptimize examples/gqa.mlir     search for a faster µGraph
   mirage-opt -p PASS1,PASS2{opt=val} in.mlir       run a pass pipeline
 
-Errors are reported as 'file:line:col: error: message' with exit code 1;
---debug shows the Python traceback instead.
+An input with no operations is an empty module. Errors are reported as
+'file:line:col: error: message' with exit code 1 (130 when interrupted);
+--debug shows the Python traceback instead. With -o, the output file is
+written only once the whole run succeeded, and never over the input.
 """
 
 
@@ -71,6 +84,9 @@ class MirageOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        # Describing passes loads their modules: only do it when help is shown.
+        base_help = arg_parser.format_help
+        arg_parser.format_help = lambda: base_help() + self.registry_help()  # type: ignore[method-assign]
         arg_parser.add_argument(
             "--superoptimize",
             action="store_true",
@@ -86,7 +102,26 @@ class MirageOptMain(xDSLOptMain):
         if self.args.superoptimize:
             rest = self.args.passes
             self.args.passes = "superoptimize" + (f",{rest}" if rest else "")
-        super().setup_pipeline()
+        check_pipeline(self.args.passes, self.available_passes)
+        try:
+            super().setup_pipeline()
+        except (ValueError, TypeError, ArgSpecParseError) as e:
+            raise MirageError(
+                f"error: bad pass options in '-p {self.args.passes}': "
+                f"{first_line(str(e))}"
+            ) from None
+
+    def registry_help(self) -> str:
+        """Our passes and targets, one line each (xDSL's help lists only names)."""
+        lines = ["", "mirage-xdsl passes (-p NAME or -p NAME{option=value}):"]
+        lines += [f"  {n:<24}{describe_pass(load)}" for n, load in ALL_PASSES.items()]
+        if not ALL_PASSES:
+            lines.append("  (none installed)")
+        lines += ["", "mirage-xdsl targets (-t NAME):"]
+        lines += [f"  {n:<24}{summary(load())}" for n, load in ALL_TARGETS.items()]
+        if not ALL_TARGETS:
+            lines.append("  (none installed)")
+        return "\n".join(lines) + "\n"
 
     def prepare_output(self) -> IO[str]:
         path = self.args.output_file
@@ -97,25 +132,106 @@ class MirageOptMain(xDSLOptMain):
             raise MirageError(
                 f"{path}: error: refusing to write the output over the input"
             )
-        return AtomicOutput(path)
+        self.output = AtomicOutput(path)
+        return self.output
+
+    def run(self) -> None:
+        self.output: AtomicOutput | None = None
+        super().run()
+        if self.output is not None:
+            self.output.commit()
 
 
-class AtomicOutput(tempfile.SpooledTemporaryFile):  # type: ignore[type-arg]
-    """Collects the output and moves it into place only once it is complete."""
+def summary(obj: object) -> str:
+    """First line of an object's docstring."""
+    return first_line(obj.__doc__ or "")
+
+
+def describe_pass(load: Callable[[], type[ModulePass]]) -> str:
+    """One line for --help: the pass's summary and its options."""
+    cls = load()
+    options = ", ".join(info.name for info in get_pass_option_infos(cls))
+    return summary(cls) + (f" [options: {options}]" if options else "")
+
+
+PIPELINE_ERROR = re.compile(r"pass-pipeline:\d+:(\d+)")
+
+
+def check_pipeline(
+    spec: str, passes: dict[str, Callable[[], type[ModulePass]]]
+) -> None:
+    """Reject a bad ``-p`` pipeline with one line naming the pass or option."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:
+        # A BaseException in xDSL, so it would escape ``except Exception``.
+        text = str(e)
+        column = PIPELINE_ERROR.search(text)
+        where = f" at column {column.group(1)}" if column else ""
+        why = text.strip().splitlines()[-1].strip()
+        why = why[:1].lower() + why[1:]
+        raise MirageError(
+            f"error: bad pass pipeline '-p {spec}'{where}: {why}"
+        ) from None
+    for pass_spec in specs:
+        if pass_spec.name not in passes:
+            raise MirageError(
+                f"error: unknown pass '{pass_spec.name}' "
+                "(mirage-opt --help lists the passes)"
+            )
+        known = [info.name for info in get_pass_option_infos(passes[pass_spec.name]())]
+        for option in pass_spec.parameters:
+            if option.replace("-", "_") not in known:
+                takes = ", ".join(known) if known else "none"
+                raise MirageError(
+                    f"error: pass '{pass_spec.name}' has no option '{option}' "
+                    f"(options: {takes})"
+                )
+
+
+class AtomicOutput(io.StringIO):
+    """Collects the output; :meth:`commit` moves it into place in one step.
+
+    The driver closes its output stream whether or not the run succeeded, so
+    closing keeps the text, and only a successful run commits it: a failed
+    run leaves an existing file as it was.
+    """
 
     def __init__(self, path: str):
-        super().__init__(mode="w+")
+        super().__init__()
         self.path = path
 
     def close(self) -> None:
-        if not self.closed:
-            self.seek(0)
-            directory = os.path.dirname(os.path.abspath(self.path))
+        pass
+
+    def commit(self) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".mirage-opt-")
+        except OSError as e:
+            raise MirageError(
+                f"{self.path}: error: cannot write the output: {e.strerror}"
+            ) from None
+        try:
             with os.fdopen(fd, "w") as f:
-                f.write(self.read())
+                f.write(self.getvalue())
+            os.chmod(tmp, output_mode(self.path))
             os.replace(tmp, self.path)
-        super().close()
+        except OSError as e:
+            os.unlink(tmp)
+            raise MirageError(
+                f"{self.path}: error: cannot write the output: {e.strerror}"
+            ) from None
+
+
+def output_mode(path: str) -> int:
+    """Keep an existing file's permissions; new files get the umask's."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,16 +252,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def one_line(error: Exception) -> str:
+def one_line(error: BaseException) -> str:
     """The diagnostic line for any error that reaches the driver."""
     if isinstance(error, MirageError):
         return str(error)
     if isinstance(error, ParseError):
-        return f"{error.span.get_location()}: error: {first_line(error.msg)}"
+        return parse_error_line(error)
     if isinstance(error, (VerifyException, DiagnosticException, PassFailedException)):
         return f"error: {first_line(str(error))}"
     if isinstance(error, OSError):
-        return f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": ")
+        name = error.filename or "mirage-opt"
+        return f"{name}: error: {error.strerror or error}"
+    if isinstance(error, MemoryError):
+        return "error: out of memory"
     return f"error: {first_line(str(error)) or type(error).__name__}"
 
 

@@ -11,6 +11,9 @@ it again on those shapes; results are cached per (template, shapes).
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +34,37 @@ BUNDLED = Path(__file__).parent / "library"
 """The project's own library: patterns found for the benchmark workloads."""
 
 
+def cache_dir() -> Path | None:
+    """Where verified instantiations are remembered ($MIRAGE_CACHE_DIR=off: nowhere)."""
+    root = os.environ.get("MIRAGE_CACHE_DIR", "")
+    if root == "off":
+        return None
+    base = Path(root) if root else Path.home() / ".cache" / "mirage-xdsl"
+    return base / "rewrites"
+
+
 def finite_field_check(a: ModuleOp, b: ModuleOp) -> tuple[bool, str]:
-    """The default checker: the probabilistic finite-field verifier."""
+    """The default checker: the probabilistic finite-field verifier.
+
+    Accepting verdicts are remembered on disk, keyed by both programs' text, so
+    a library entry is verified once per shape, not once per compilation.
+    """
+    from mirage_xdsl.printing import module_text
     from mirage_xdsl.verify import equivalent
 
+    key = hashlib.sha256((module_text(a) + module_text(b)).encode()).hexdigest()
+    directory = cache_dir()
+    if directory is not None and (directory / key).exists():
+        return True, (directory / key).read_text()
     verdict = equivalent(a, b)
+    if verdict.equivalent and directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(
+                f"{verdict.reason} (false-positive bound {verdict.false_positive_bound:.1e})"
+            )
+        os.replace(tmp, directory / key)
     return verdict.equivalent, verdict.reason
 
 

@@ -53,6 +53,8 @@ class Pruner:
         self._expr_cache: dict[tuple, Expr] = {}
         self._subexpr_cache: dict[Expr, bool] = {}
         self.queries = 0
+        self.errors = 0
+        """Queries the oracle could not answer (kept, as pruning must be sound)."""
 
     def arg_expr(self, value: Any) -> Expr:
         return self.exprs.get(value)
@@ -80,7 +82,11 @@ class Pruner:
         hit = self._subexpr_cache.get(expr)
         if hit is None:
             self.queries += 1
-            hit = bool(self._oracle.is_subexpr(expr))  # type: ignore[union-attr]
+            try:
+                hit = bool(self._oracle.is_subexpr(expr))  # type: ignore[union-attr]
+            except ValueError:
+                self.errors += 1
+                hit = True
             self._subexpr_cache[expr] = hit
         return hit
 

@@ -1,0 +1,338 @@
+"""The gpux dialect: the GPU operations xDSL's ``gpu``/``memref``/``arith`` lack.
+
+The GPU-level IR of mirage-xdsl is built on xDSL's ``gpu`` (kernels, thread
+and block ids, barriers), ``scf`` (loops), ``arith``/``math`` (scalar
+arithmetic) and ``memref`` (loads and stores). This dialect adds what an
+NVIDIA tensor-core kernel needs beyond those, one op per hardware primitive:
+
+- ``gpux.shared_alloc``: a tile of the kernel's dynamic shared memory at a
+  byte offset the shared-memory planner chose (memory space
+  ``#gpux<memory_space workgroup>``; strided layouts express padding);
+- ``gpux.cp_async`` / ``cp_async_commit`` / ``cp_async_wait``: Ampere-style
+  asynchronous global-to-shared copies (4, 8 or 16 bytes) and their groups;
+- ``gpux.copy``: a synchronous vectorised copy of a few contiguous elements,
+  converting the element type if source and destination differ;
+- ``gpux.ldmatrix``: load 8x8 b16 matrices from shared memory into a warp's
+  fragments (``.x1/.x2/.x4``, optionally transposed);
+- ``gpux.mma``: ``mma.sync.aligned.m16n8k16`` with f16 operands and f32
+  accumulators;
+- ``gpux.shfl_xor``: a butterfly warp shuffle, for warp reductions.
+
+Fragments are builtin vectors: an A fragment is ``vector<8xf16>`` (four 32-bit
+registers), a B fragment ``vector<4xf16>`` and an accumulator
+``vector<4xf32>``, laid out per thread as the PTX ISA specifies for
+``mma.m16n8k16``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import auto
+
+from xdsl.dialects.builtin import (
+    I64,
+    BoolAttr,
+    Float16Type,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    VectorType,
+    f16,
+    f32,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Dialect, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+
+class MemorySpace(StrEnum):
+    WORKGROUP = auto()
+
+
+@irdl_attr_definition
+class MemorySpaceAttr(EnumAttribute[MemorySpace], SpacedOpaqueSyntaxAttribute):
+    """Memory space of a memref: ``#gpux<memory_space workgroup>`` is shared memory."""
+
+    name = "gpux.memory_space"
+
+
+WORKGROUP = MemorySpaceAttr(MemorySpace.WORKGROUP)
+
+MMA_A = VectorType(f16, [8])
+MMA_B = VectorType(f16, [4])
+MMA_C = VectorType(f32, [4])
+COPY_BYTES = (4, 8, 16)
+
+
+def is_shared(memref: SSAValue | Attribute) -> bool:
+    ty = memref.type if isinstance(memref, SSAValue) else memref
+    return isinstance(ty, MemRefType) and ty.memory_space == WORKGROUP
+
+
+def _check_indices(op: IRDLOperation, memref: SSAValue, indices: Sequence) -> None:
+    assert isinstance(memref.type, MemRefType)
+    if len(indices) != memref.type.get_num_dims():
+        raise VerifyException(
+            f"'{op.name}' needs {memref.type.get_num_dims()} indices for "
+            f"{memref.type}, got {len(indices)}"
+        )
+
+
+@irdl_op_definition
+class SharedAllocOp(IRDLOperation):
+    """A tile of dynamic shared memory at a planned byte offset.
+
+    Tiles of values whose lifetimes do not overlap may share bytes; the plan is
+    made once per kernel (``lowering/shared_plan.py``), so this op only names
+    where a tile lives and how it is laid out.
+    """
+
+    name = "gpux.shared_alloc"
+
+    offset = prop_def(IntegerAttr[I64])
+    result = result_def(MemRefType)
+
+    assembly_format = "`[` $offset `]` attr-dict `:` type($result)"
+
+    traits = traits_def(Pure())
+
+    def __init__(self, offset: int, memref_type: MemRefType):
+        super().__init__(
+            result_types=[memref_type], properties={"offset": IntegerAttr(offset, 64)}
+        )
+
+    def verify_(self) -> None:
+        if not is_shared(self.result):
+            raise VerifyException(
+                f"'{self.name}' must produce a memref in the workgroup memory space"
+            )
+        if self.offset.value.data % 16:
+            raise VerifyException(f"'{self.name}' offset must be 16-byte aligned")
+
+
+@irdl_op_definition
+class CpAsyncOp(IRDLOperation):
+    """Asynchronous copy of ``bytes`` bytes from global to shared memory."""
+
+    name = "gpux.cp_async"
+
+    dst = operand_def(MemRefType)
+    dst_indices = var_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_indices = var_operand_def(IndexType)
+    bytes = prop_def(IntegerAttr[I64])
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    assembly_format = (
+        "$dst `[` $dst_indices `]` `,` $src `[` $src_indices `]` `,` $bytes "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_indices: Sequence[SSAValue],
+        src: SSAValue,
+        src_indices: Sequence[SSAValue],
+        nbytes: int,
+    ):
+        super().__init__(
+            operands=[dst, list(dst_indices), src, list(src_indices)],
+            properties={"bytes": IntegerAttr(nbytes, 64)},
+        )
+
+    def verify_(self) -> None:
+        _check_indices(self, self.dst, self.dst_indices)
+        _check_indices(self, self.src, self.src_indices)
+        if not is_shared(self.dst) or is_shared(self.src):
+            raise VerifyException(f"'{self.name}' copies from global to shared memory")
+        if self.bytes.value.data not in COPY_BYTES:
+            raise VerifyException(f"'{self.name}' copies 4, 8 or 16 bytes")
+        if self.dst.type.element_type != self.src.type.element_type:  # type: ignore[attr-defined]
+            raise VerifyException(f"'{self.name}' cannot convert element types")
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(IRDLOperation):
+    """Closes the group of cp.async copies issued so far by this thread."""
+
+    name = "gpux.cp_async_commit"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
+@irdl_op_definition
+class CpAsyncWaitOp(IRDLOperation):
+    """Waits until at most ``pending`` committed groups are still in flight."""
+
+    name = "gpux.cp_async_wait"
+
+    pending = prop_def(IntegerAttr[I64])
+    assembly_format = "$pending attr-dict"
+
+    def __init__(self, pending: int):
+        super().__init__(properties={"pending": IntegerAttr(pending, 64)})
+
+
+@irdl_op_definition
+class CopyOp(IRDLOperation):
+    """Synchronous copy of ``count`` contiguous elements, converting types.
+
+    Lowers to 16-byte vector loads and stores where the count and element
+    types allow; it is how tiles are written back to device memory.
+    """
+
+    name = "gpux.copy"
+
+    dst = operand_def(MemRefType)
+    dst_indices = var_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_indices = var_operand_def(IndexType)
+    count = prop_def(IntegerAttr[I64])
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    assembly_format = (
+        "$dst `[` $dst_indices `]` `,` $src `[` $src_indices `]` `,` $count "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_indices: Sequence[SSAValue],
+        src: SSAValue,
+        src_indices: Sequence[SSAValue],
+        count: int,
+    ):
+        super().__init__(
+            operands=[dst, list(dst_indices), src, list(src_indices)],
+            properties={"count": IntegerAttr(count, 64)},
+        )
+
+    def verify_(self) -> None:
+        _check_indices(self, self.dst, self.dst_indices)
+        _check_indices(self, self.src, self.src_indices)
+        if self.count.value.data not in (1, 2, 4, 8):
+            raise VerifyException(f"'{self.name}' copies 1, 2, 4 or 8 elements")
+
+
+@irdl_op_definition
+class LdmatrixOp(IRDLOperation):
+    """``ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16``.
+
+    Each lane passes the address of one matrix row (lanes 8i..8i+7 address the
+    rows of matrix i); lane l receives row l/4, columns 2(l%4)..+1 of each
+    matrix (of the transpose with ``trans``).
+    """
+
+    name = "gpux.ldmatrix"
+
+    src = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    num = prop_def(IntegerAttr[I64])
+    trans = prop_def(BoolAttr)
+    result = result_def(VectorType)
+
+    assembly_format = (
+        "$src `[` $indices `]` `x` $num `trans` $trans attr-dict `:` "
+        "type($src) `->` type($result)"
+    )
+
+    def __init__(
+        self, src: SSAValue, indices: Sequence[SSAValue], num: int, trans: bool
+    ):
+        super().__init__(
+            operands=[src, list(indices)],
+            result_types=[VectorType(f16, [2 * num])],
+            properties={
+                "num": IntegerAttr(num, 64),
+                "trans": BoolAttr.from_bool(trans),
+            },
+        )
+
+    def verify_(self) -> None:
+        _check_indices(self, self.src, self.indices)
+        if not is_shared(self.src):
+            raise VerifyException(f"'{self.name}' reads shared memory")
+        if not isinstance(self.src.type.element_type, Float16Type):  # type: ignore[attr-defined]
+            raise VerifyException(f"'{self.name}' loads f16 matrices")
+        num = self.num.value.data
+        if num not in (1, 2, 4):
+            raise VerifyException(f"'{self.name}' loads 1, 2 or 4 matrices")
+        if self.result.type != VectorType(f16, [2 * num]):
+            raise VerifyException(f"'{self.name}' result must be vector<{2 * num}xf16>")
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: D = A·B + C."""
+
+    name = "gpux.mma"
+
+    a = operand_def(MMA_A)
+    b = operand_def(MMA_B)
+    c = operand_def(MMA_C)
+    result = result_def(MMA_C)
+
+    assembly_format = "$a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c) `->` type($result)"
+
+    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue):
+        super().__init__(operands=[a, b, c], result_types=[MMA_C])
+
+
+@irdl_op_definition
+class ShflXorOp(IRDLOperation):
+    """``__shfl_xor_sync(0xffffffff, value, mask)``: the value of lane ``lane ^ mask``."""
+
+    name = "gpux.shfl_xor"
+
+    value = operand_def(Float32Type)
+    mask = prop_def(IntegerAttr[I64])
+    result = result_def(Float32Type)
+
+    assembly_format = "$value `,` $mask attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue, mask: int):
+        super().__init__(
+            operands=[value],
+            result_types=[f32],
+            properties={"mask": IntegerAttr(mask, 64)},
+        )
+
+    def verify_(self) -> None:
+        if not 0 < self.mask.value.data < 32:
+            raise VerifyException(f"'{self.name}' mask must be in 1..31")
+
+
+GPUX = Dialect(
+    "gpux",
+    [
+        SharedAllocOp,
+        CpAsyncOp,
+        CpAsyncCommitOp,
+        CpAsyncWaitOp,
+        CopyOp,
+        LdmatrixOp,
+        MmaOp,
+        ShflXorOp,
+    ],
+    [MemorySpaceAttr],
+)

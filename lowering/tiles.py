@@ -1,0 +1,167 @@
+"""Tile-level building blocks of the block-op lowerings.
+
+A :class:`TileRef` names a tile in shared memory (a memref plus, for staged
+tiles, the stage index). :class:`Threads` holds a kernel's thread, warp and
+lane indices. The helpers here are the three loop shapes every block op
+lowers to: a block-stride loop over a tile's elements (element-wise work), a
+reduction of rows across a warp with butterfly shuffles, and a per-thread
+reduction for short rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mirage_xdsl.dialects.gpux import ShflXorOp
+from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Attribute, SSAValue
+
+WARP = 32
+
+
+@dataclass(frozen=True)
+class TileRef:
+    """A tile in shared memory: ``mem[*prefix, *index]``."""
+
+    mem: SSAValue
+    shape: tuple[int, ...]
+    prefix: tuple[Ix, ...] = ()
+
+    @property
+    def dtype(self) -> Attribute:
+        assert isinstance(self.mem.type, MemRefType)
+        return self.mem.type.element_type
+
+    def at(self, index: Sequence[Ix]) -> list[Ix]:
+        return [*self.prefix, *index]
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Thread coordinates of the running kernel."""
+
+    tid: SSAValue
+    warp: SSAValue
+    lane: SSAValue
+    count: int
+
+    @property
+    def warps(self) -> int:
+        return self.count // WARP
+
+
+def broadcast_index(index: Sequence[Ix], shape: Sequence[int]) -> list[Ix]:
+    """The element of a (broadcast) operand that output element ``index`` reads."""
+    return [i if s > 1 else 0 for i, s in zip(index, shape, strict=True)]
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def for_each_element(
+    b: GpuBuilder,
+    threads: Threads,
+    shape: Sequence[int],
+    body: Callable[[list[Ix]], None],
+) -> None:
+    """Every element of ``shape`` once, spread over the block's threads."""
+
+    def visit(flat: Ix) -> None:
+        body(b.unravel(flat, shape))
+
+    b.strided(threads.tid, numel(shape), threads.count, visit)
+
+
+def load(b: GpuBuilder, tile: TileRef, index: Sequence[Ix]) -> SSAValue:
+    """Element ``index`` of a tile, broadcast along its size-1 dims, as f32."""
+    return b.load_f32(tile.mem, tile.at(broadcast_index(index, tile.shape)))
+
+
+def store(b: GpuBuilder, value: SSAValue, tile: TileRef, index: Sequence[Ix]) -> None:
+    b.store_f32(value, tile.mem, tile.at(index))
+
+
+def warp_allreduce(b: GpuBuilder, value: SSAValue) -> SSAValue:
+    """Sum over the 32 lanes of a warp; every lane gets the total."""
+    mask = WARP // 2
+    while mask:
+        value = b.addf(value, b.value(ShflXorOp(value, mask)))
+        mask //= 2
+    return value
+
+
+def reduce_rows(
+    b: GpuBuilder,
+    threads: Threads,
+    src: TileRef,
+    dim: int,
+    finish: Callable[[list[Ix], SSAValue, SSAValue | None], None],
+    square: bool = False,
+) -> None:
+    """Sum (of squares) of ``src`` along ``dim`` for every other index.
+
+    Long rows (>= 32 elements) go to one warp each: lanes stride the row and
+    a butterfly shuffle combines them, so every lane ends with the total.
+    Short rows go to one thread each. ``finish(index, total, lane)`` consumes
+    each total (``index`` has 0 at ``dim``; ``lane`` is the lane id in the warp
+    mode, ``None`` when one thread owns the row).
+    """
+    length = src.shape[dim]
+    rows_shape = [1 if d == dim else s for d, s in enumerate(src.shape)]
+
+    def row_sum(index: list[Ix], start: Ix, step: int) -> SSAValue:
+        def add(j: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            at = list(index)
+            at[dim] = j
+            x = load(b, src, at)
+            return [b.addf(acc[0], b.mulf(x, x) if square else x)]
+
+        (total,) = b.loop(start, length, step, add, [b.f32(0.0)])
+        return total
+
+    if length >= WARP:
+
+        def per_warp(row: Ix) -> None:
+            index = b.unravel(row, rows_shape)
+            total = warp_allreduce(b, row_sum(index, threads.lane, WARP))
+            finish(index, total, threads.lane)
+
+        b.strided(threads.warp, numel(rows_shape), threads.warps, per_warp)
+    else:
+
+        def per_thread(row: Ix) -> None:
+            index = b.unravel(row, rows_shape)
+            finish(index, row_sum(index, 0, 1), None)
+
+        b.strided(threads.tid, numel(rows_shape), threads.count, per_thread)
+
+
+def first_lane(b: GpuBuilder, lane: SSAValue | None) -> SSAValue | None:
+    """Condition for the one lane of a warp that writes a row result."""
+    if lane is None:
+        return None
+    return b.value(arith.CmpiOp(lane, b.index(0), "eq"))
+
+
+def silu(b: GpuBuilder, x: SSAValue) -> SSAValue:
+    one = b.f32(1.0)
+    return b.divf(x, b.addf(one, b.exp(b.value(arith.NegfOp(x)))))
+
+
+SCALAR: dict[str, Callable[..., SSAValue]] = {
+    "add": GpuBuilder.addf,
+    "mul": GpuBuilder.mulf,
+    "div": GpuBuilder.divf,
+    "exp": GpuBuilder.exp,
+    "sqrt": GpuBuilder.sqrt,
+    "square": lambda b, x: b.mulf(x, x),
+    "silu": silu,
+}
+"""Per-element f32 arithmetic of each element-wise ``KIND``."""

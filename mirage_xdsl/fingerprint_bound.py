@@ -1,0 +1,389 @@
+"""Degree bounds of a µGraph, for the verifier's false-positive bound.
+
+``docs/verifier.md`` derives the bound; this module computes its ingredients by
+a static walk over the program (shapes only, no values). Every output element
+is a rational function ``N / D`` of three groups of variables:
+
+- ``input``: the inputs' Z_p components (uniform over Z_p),
+- ``exp``: exp atoms ``omega ** t`` (uniform over the order-q subgroup under the
+  generic-exponent model), closed under inverses,
+- ``sqrt``: values of the random sqrt function (uniform over Z_p).
+
+For each tensor the walk keeps the degree of ``N`` and ``D`` in each group, and
+which axes the denominator and the set of sqrt atoms are constant along: a sum
+of K fractions whose denominators differ needs a common denominator K times as
+large, while a softmax row ``e / sum(e)`` shares one denominator. It also counts
+how many sqrt atoms an element can depend on (their arguments may collide) and
+the degree of every exp and sqrt argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from mirage_xdsl.customized import Phase, phases_of
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.finite_field import P, Q
+from mirage_xdsl.interpreter import entry_function
+
+GROUPS = ("input", "exp", "sqrt")
+Vec = tuple[int, int, int]
+ZERO: Vec = (0, 0, 0)
+
+
+def vadd(*vs: Vec) -> Vec:
+    return tuple(sum(c) for c in zip(*vs, strict=True))  # type: ignore[return-value]
+
+
+def vmax(*vs: Vec) -> Vec:
+    return tuple(max(c) for c in zip(*vs, strict=True))  # type: ignore[return-value]
+
+
+def vscale(v: Vec, k: int) -> Vec:
+    return tuple(k * c for c in v)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Deg:
+    """Degree facts of every element of one tensor."""
+
+    shape: tuple[int, ...]
+    num: Vec = ZERO
+    den: Vec = ZERO
+    monomial: bool = False
+    """A constant times a product of exp/sqrt atoms (or their inverses)."""
+    den_fixed: frozenset[int] = frozenset()
+    """Negative axes along which the denominator is the same."""
+    atoms_fixed: frozenset[int] = frozenset()
+    """Negative axes along which the set of sqrt atoms is the same."""
+    sqrt_fan: int = 0
+
+    def ones(self) -> frozenset[int]:
+        """Axes of size one: a broadcast operand is constant along them."""
+        n = len(self.shape)
+        return frozenset(k - n for k, s in enumerate(self.shape) if s == 1)
+
+    def all_axes(self) -> frozenset[int]:
+        return frozenset(range(-len(self.shape), 0))
+
+    def den_const(self) -> frozenset[int]:
+        return self.all_axes() if self.den == ZERO else self.den_fixed | self.ones()
+
+    def atoms_const(self) -> frozenset[int]:
+        if self.sqrt_fan == 0:
+            return self.all_axes()
+        return self.atoms_fixed | self.ones()
+
+    def has_atoms(self) -> bool:
+        return any(v[1] or v[2] for v in (self.num, self.den))
+
+    def total(self) -> int:
+        return sum(self.num) + sum(self.den)
+
+
+def leaf(shape: Sequence[int]) -> Deg:
+    return Deg(tuple(shape), num=(1, 0, 0))
+
+
+def constant(shape: Sequence[int]) -> Deg:
+    return Deg(tuple(shape), monomial=True)
+
+
+@dataclass
+class ProgramDegrees:
+    """What the bound needs from one program."""
+
+    outputs: list[Deg]
+    exp_arg: int = 0
+    """Largest degree (numerator + denominator) of an exp argument."""
+    sqrt_arg: int = 0
+    sqrt_args_pure: bool = True
+    """Every sqrt argument depends on the inputs only (no atoms)."""
+
+
+@dataclass
+class _Walk:
+    exp_arg: int = 0
+    sqrt_arg: int = 0
+    sqrt_args_pure: bool = True
+    env: dict[SSAValue, Deg] = field(default_factory=dict)
+
+    # --- element-wise --------------------------------------------------------
+
+    def _fixed(self, shape, *ds: Deg) -> tuple[frozenset[int], frozenset[int]]:
+        den = frozenset(range(-len(shape), 0))
+        atoms = den
+        for d in ds:
+            den &= d.den_const()
+            atoms &= d.atoms_const()
+        return den, atoms
+
+    def add(self, a: Deg, b: Deg, shape) -> Deg:
+        den_fixed, atoms_fixed = self._fixed(shape, a, b)
+        return Deg(
+            tuple(shape),
+            vmax(vadd(a.num, b.den), vadd(b.num, a.den)),
+            vadd(a.den, b.den),
+            False,
+            den_fixed,
+            atoms_fixed,
+            a.sqrt_fan + b.sqrt_fan,
+        )
+
+    def mul(self, a: Deg, b: Deg, shape) -> Deg:
+        den_fixed, atoms_fixed = self._fixed(shape, a, b)
+        return Deg(
+            tuple(shape),
+            vadd(a.num, b.num),
+            vadd(a.den, b.den),
+            a.monomial and b.monomial,
+            den_fixed,
+            atoms_fixed,
+            a.sqrt_fan + b.sqrt_fan,
+        )
+
+    def div(self, a: Deg, b: Deg, shape) -> Deg:
+        if b.monomial:
+            # Dividing by atoms multiplies by their inverses, which are atoms of
+            # the same group (exp) or are taken as the variable (sqrt).
+            return replace(self.mul(a, b, shape), monomial=a.monomial)
+        den_fixed, atoms_fixed = self._fixed(shape, a, b)
+        den_fixed &= b.ones()  # the new denominator is b's value itself
+        return Deg(
+            tuple(shape),
+            vadd(a.num, b.den),
+            vadd(a.den, b.num),
+            False,
+            den_fixed,
+            atoms_fixed,
+            a.sqrt_fan + b.sqrt_fan,
+        )
+
+    def exp(self, a: Deg) -> Deg:
+        self.exp_arg = max(self.exp_arg, a.total())
+        return Deg(
+            a.shape, (0, 1, 0), ZERO, True, a.all_axes(), a.atoms_const(), a.sqrt_fan
+        )
+
+    def sqrt(self, a: Deg) -> Deg:
+        self.sqrt_arg = max(self.sqrt_arg, a.total())
+        self.sqrt_args_pure &= not a.has_atoms()
+        fixed = a.ones() & a.atoms_const()
+        return Deg(a.shape, (0, 0, 1), ZERO, True, a.all_axes(), fixed, a.sqrt_fan + 1)
+
+    def silu(self, a: Deg) -> Deg:
+        shape = a.shape
+        return self.div(a, self.add(self.exp(a), constant(shape), shape), shape)
+
+    # --- reductions ----------------------------------------------------------
+
+    @staticmethod
+    def _sum_terms(d: Deg, varies_den: bool, varies_atoms: bool, k: int) -> Deg:
+        """Degrees of a sum of k terms like ``d``."""
+        if varies_den and d.den != ZERO:
+            d = replace(d, num=vadd(d.num, vscale(d.den, k - 1)), den=vscale(d.den, k))
+        if varies_atoms:
+            d = replace(d, sqrt_fan=d.sqrt_fan * k)
+        return d
+
+    def sum(self, a: Deg, axis: int) -> Deg:
+        k = a.shape[axis]
+        d = self._sum_terms(
+            a, axis not in a.den_const(), axis not in a.atoms_const(), k
+        )
+        shape = list(a.shape)
+        shape[axis] = 1
+        return replace(
+            d,
+            shape=tuple(shape),
+            monomial=False,
+            den_fixed=d.den_const() | {axis},
+            atoms_fixed=d.atoms_const() | {axis},
+        )
+
+    def matmul(self, a: Deg, b: Deg, shape) -> Deg:
+        k = a.shape[-1]
+        a_den, b_den = -1 not in a.den_const(), -2 not in b.den_const()
+        den = vadd(vscale(a.den, k if a_den else 1), vscale(b.den, k if b_den else 1))
+        num = vadd(a.num, b.num, den, vscale(a.den, -1), vscale(b.den, -1))
+        fan = a.sqrt_fan * (k if -1 not in a.atoms_const() else 1)
+        fan += b.sqrt_fan * (k if -2 not in b.atoms_const() else 1)
+        batch = frozenset(range(-len(shape), -2))
+        den_fixed = (a.den_const() & batch) & b.den_const()
+        den_fixed |= ({-2} & a.den_const()) | ({-1} & b.den_const())
+        atoms_fixed = (a.atoms_const() & batch) & b.atoms_const()
+        atoms_fixed |= ({-2} & a.atoms_const()) | ({-1} & b.atoms_const())
+        return Deg(tuple(shape), num, den, False, den_fixed, atoms_fixed, fan)
+
+    def rms(self, a: Deg, axis: int) -> Deg:
+        return self.sqrt(self.sum(self.mul(a, a, a.shape), axis))
+
+    # --- ops -----------------------------------------------------------------
+
+    def tensor_op(self, op: t.TensorOp, args: list[Deg]) -> Deg:
+        shape = t.tensor_shape(op.results[0])
+        kind = op.KIND
+        binary: dict[str, Callable[..., Deg]] = {
+            "add": self.add,
+            "mul": self.mul,
+            "div": self.div,
+            "matmul": self.matmul,
+        }
+        if kind in binary:
+            return binary[kind](args[0], args[1], shape)
+        if kind == "square":
+            return self.mul(args[0], args[0], shape)
+        if kind in ("exp", "sqrt", "silu"):
+            return getattr(self, kind)(args[0])
+        if kind == "rms_norm":
+            return self.div(args[0], self.rms(args[0], -1), shape)
+        dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
+        if kind == "reduce_sum":
+            return self.sum(args[0], dim)
+        if kind == "concat":
+            a, b = args
+            den_fixed, atoms_fixed = self._fixed(shape, a, b)
+            same = a.den == ZERO and b.den == ZERO
+            return Deg(
+                tuple(shape),
+                vmax(a.num, b.num),
+                vmax(a.den, b.den),
+                False,
+                den_fixed if same else den_fixed - {dim},
+                atoms_fixed - {dim},
+                max(a.sqrt_fan, b.sqrt_fan),
+            )
+        raise NotImplementedError(f"no degree rule for '{op.name}'")
+
+    def forloop_accum(self, op: Operation, x: Deg, varying: bool, forloop: int) -> Deg:
+        if varying and forloop > 1:
+            # Iterations see different tiles: their denominators and sqrt atoms
+            # may all differ.
+            x = self._sum_terms(x, True, True, forloop)
+            x = replace(x, monomial=False)
+        reduction = op.reduction  # type: ignore[attr-defined]
+        if reduction == "none":
+            return replace(x, monomial=False)
+        if reduction in ("sum", "mean"):
+            return self.sum(x, -1)
+        return self.sqrt(self.sum(self.mul(x, x, x.shape), -1))
+
+    def customized(self, op: Operation, args: list[Deg]) -> list[Deg]:
+        block = op.regions[0].block
+        phases = phases_of(op)
+        env = dict(zip(block.args, args, strict=True))
+        outs: list[Deg] = []
+        grid = op.grid_dims  # type: ignore[attr-defined]
+        for inner in block.ops:
+            ins = [env[v] for v in inner.operands]
+            tile = t.tensor_shape(inner.results[0]) if inner.results else ins[0].shape
+            if inner.name == "block.input":
+                env[inner.results[0]] = replace(ins[0], shape=tile)
+            elif inner.name == "block.output":
+                split = {
+                    d - len(ins[0].shape)
+                    for g, d in enumerate(inner.output_map)  # type: ignore[attr-defined]
+                    if d >= 0 and grid[g] > 1
+                }
+                out = ins[0]
+                shape = tuple(
+                    s
+                    * math.prod(
+                        grid[g] for g, d in enumerate(inner.output_map) if d == i
+                    )  # type: ignore[attr-defined]
+                    for i, s in enumerate(out.shape)
+                )
+                outs.append(
+                    replace(
+                        out,
+                        shape=shape,
+                        den_fixed=out.den_const() - split,
+                        atoms_fixed=out.atoms_const() - split,
+                    )
+                )
+            elif inner.name == "block.forloop_accum":
+                varying = phases[inner.operands[0]] == Phase.LOOP
+                env[inner.results[0]] = self.forloop_accum(
+                    inner,
+                    ins[0],
+                    varying,
+                    op.forloop,  # type: ignore[attr-defined]
+                )
+            elif inner.name == "block.thread_graph":
+                env.update(
+                    zip(inner.results, self.region(inner.regions[0], ins), strict=True)
+                )
+            else:
+                env[inner.results[0]] = self.tensor_op(inner, ins)  # type: ignore[arg-type]
+        return outs
+
+    def region(self, region, args: list[Deg]) -> list[Deg]:
+        block = region.block
+        env = dict(zip(block.args, args, strict=True))
+        for inner in block.ops:
+            ins = [env[v] for v in inner.operands]
+            if inner.name == "thread.yield":
+                return ins
+            env[inner.results[0]] = self.tensor_op(inner, ins)  # type: ignore[arg-type]
+        raise ValueError("thread graph without thread.yield")
+
+    def function(self, fn: func.FuncOp) -> list[Deg]:
+        env: dict[SSAValue, Deg] = {
+            a: leaf(t.tensor_shape(a)) for a in fn.body.block.args
+        }
+        for op in fn.body.block.ops:
+            ins = [env[v] for v in op.operands]
+            if isinstance(op, func.ReturnOp):
+                return ins
+            if op.name == "kernel.customized":
+                env.update(zip(op.results, self.customized(op, ins), strict=True))
+            else:
+                env[op.results[0]] = self.tensor_op(op, ins)  # type: ignore[arg-type]
+        raise ValueError("function without func.return")
+
+
+def program_degrees(module: ModuleOp) -> ProgramDegrees:
+    walk = _Walk()
+    outputs = walk.function(entry_function(module))
+    return ProgramDegrees(outputs, walk.exp_arg, walk.sqrt_arg, walk.sqrt_args_pure)
+
+
+@dataclass(frozen=True)
+class TrialBound:
+    """The per-trial false-positive probability and its parts."""
+
+    polynomial: float
+    """Schwartz–Zippel on the cleared difference of the worst output."""
+    exponents: float
+    """Distinct exponents of the witness evaluating equal in Z_q."""
+    sqrt_collisions: float
+    """Two distinct sqrt arguments evaluating equal (or a sqrt value zero)."""
+
+    @property
+    def total(self) -> float:
+        return min(1.0, self.polynomial + self.exponents + self.sqrt_collisions)
+
+
+def trial_bound(a: ProgramDegrees, b: ProgramDegrees) -> TrialBound:
+    """Probability that one trial passes two non-equivalent programs (see docs)."""
+    sizes = (P, Q, P)
+    poly = 0.0
+    for da, db in zip(a.outputs, b.outputs, strict=True):
+        cleared = vadd(vmax(vadd(da.num, db.den), vadd(db.num, da.den)), da.den, db.den)
+        poly = max(poly, sum(d / s for d, s in zip(cleared, sizes, strict=True)))
+    exponents = (a.exp_arg + b.exp_arg) / Q if a.exp_arg or b.exp_arg else 0.0
+    fan = max((d.sqrt_fan for d in a.outputs), default=0) + max(
+        (d.sqrt_fan for d in b.outputs), default=0
+    )
+    degree = a.sqrt_arg + b.sqrt_arg
+    per_pair = degree / P
+    if a.sqrt_args_pure and b.sqrt_args_pure:
+        per_pair *= degree / Q
+    collisions = fan * (fan - 1) / 2 * per_pair + fan / P
+    return TrialBound(poly, exponents, collisions)

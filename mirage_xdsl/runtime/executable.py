@@ -1,0 +1,192 @@
+"""A :class:`GpuProgram` loaded on a device: functions, intermediates, launches.
+
+Loading checks each launch against what the compiled kernel allows (threads
+per block, static plus dynamic shared memory) and raises the dynamic
+shared-memory limit of kernels that need more than the default 48 KB, so a bad
+configuration fails with a sentence instead of ``CUDA_ERROR_INVALID_VALUE`` at
+launch. Intermediates are allocated once and reused by every call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.lowering.program import GpuProgram, KernelLaunch
+from mirage_xdsl.runtime.arguments import element_type, nbytes
+from mirage_xdsl.runtime.driver import Device, GpuError
+
+DEFAULT_SHARED_LIMIT = 48 * 1024
+"""Dynamic shared memory a kernel may use without raising its limit."""
+
+MAX_THREADS = 1024
+
+
+def validate_program(program: GpuProgram) -> None:
+    """Static checks of a program's buffers and launches (no GPU needed)."""
+    where = f"program '{program.function}'"
+    names = Counter(b.name for b in program.buffers)
+    if dup := [n for n, c in names.items() if c > 1]:
+        raise MirageError(f"error: {where}: buffer '{dup[0]}' is declared twice")
+    for b in program.buffers:
+        element_type(b)
+        if any(s <= 0 for s in b.shape):
+            raise MirageError(f"error: {where}: buffer '{b.name}' has shape {b.shape}")
+    for kind, specs in (("input", program.inputs()), ("output", program.outputs())):
+        if [b.index for b in specs] != list(range(len(specs))):
+            raise MirageError(
+                f"error: {where}: {kind} indices are {[b.index for b in specs]}, "
+                f"expected 0..{len(specs) - 1}"
+            )
+    if not program.outputs():
+        raise MirageError(f"error: {where}: no output buffers")
+    for launch in program.launches:
+        _validate_launch(program, launch, where)
+
+
+def _validate_launch(program: GpuProgram, launch: KernelLaunch, where: str) -> None:
+    what = f"error: {where}: launch of '{launch.name}'"
+    if not re.search(rf"\b{re.escape(launch.name)}\s*\(", program.source):
+        raise MirageError(f"{what}: no such kernel in the source")
+    buffers = {b.name for b in program.buffers}
+    if missing := [a for a in launch.args if a not in buffers]:
+        raise MirageError(f"{what}: argument '{missing[0]}' names no buffer")
+    if len(launch.grid) != 3 or len(launch.block) != 3:
+        raise MirageError(f"{what}: grid and block must have three dims")
+    if min(launch.grid) < 1 or min(launch.block) < 1:
+        raise MirageError(f"{what}: grid {launch.grid} / block {launch.block}")
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if threads > MAX_THREADS:
+        raise MirageError(f"{what}: {threads} threads per block (max {MAX_THREADS})")
+    if launch.shared_bytes < 0:
+        raise MirageError(f"{what}: negative shared memory")
+
+
+class LoadedProgram:
+    """The program's module, functions and intermediates on one device."""
+
+    def __init__(self, program: GpuProgram, cubin: bytes, device: Device):
+        validate_program(program)
+        self.program = program
+        self.device = device
+        d = device.driver
+        device.make_current()
+        self._image = np.frombuffer(cubin, dtype=np.uint8).copy()
+        self.module = d.call(
+            "cuModuleLoadData", self._image.ctypes.data, what=program.function
+        )
+        self.functions = {
+            name: self._function(name) for name in {x.name for x in program.launches}
+        }
+        for name, f in self.functions.items():
+            self._configure(name, f)
+        self.intermediates: dict[str, int] = {}
+        for b in program.buffers:
+            if b.kind == "intermediate":
+                self.intermediates[b.name] = device.alloc(nbytes(b))
+        self._params = [self._param_block(x) for x in program.launches]
+
+    def _function(self, name: str) -> Any:
+        try:
+            return self.device.driver.call(
+                "cuModuleGetFunction", self.module, name.encode(), what=name
+            )
+        except GpuError as e:
+            raise GpuError(f'{e} (is the kernel declared extern "C"?)') from None
+
+    def _configure(self, name: str, f: Any) -> None:
+        d = self.device.driver
+        launches = [x for x in self.program.launches if x.name == name]
+
+        def attr(a: str) -> int:
+            return int(d.call("cuFuncGetAttribute", d.func_attribute(a), f, what=name))
+
+        max_threads = attr("MAX_THREADS_PER_BLOCK")
+        static = attr("SHARED_SIZE_BYTES")
+        dynamic = max(x.shared_bytes for x in launches)
+        limit = self.device.info.max_shared_per_block_optin
+        for x in launches:
+            threads = x.block[0] * x.block[1] * x.block[2]
+            if threads > max_threads:
+                raise GpuError(
+                    f"error: kernel '{name}' is launched with {threads} threads per "
+                    f"block, but its compiled code allows at most {max_threads} "
+                    f"({attr('NUM_REGS')} registers per thread)"
+                )
+        if static + dynamic > limit:
+            raise GpuError(
+                f"error: kernel '{name}' needs {static} B static + {dynamic} B "
+                f"dynamic shared memory; {self.device.info.name} allows {limit} B"
+            )
+        if dynamic > DEFAULT_SHARED_LIMIT:
+            d.call(
+                "cuFuncSetAttribute",
+                f,
+                d.func_attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES"),
+                dynamic,
+                what=name,
+            )
+
+    @staticmethod
+    def _param_block(launch: KernelLaunch) -> tuple[np.ndarray, np.ndarray]:
+        """Argument values and the ``void*[]`` pointing at them, reused per call."""
+        values = np.zeros(len(launch.args), dtype=np.uint64)
+        base = values.ctypes.data
+        params = np.array(
+            [base + 8 * i for i in range(len(launch.args))], dtype=np.uint64
+        )
+        return values, params
+
+    def launch(self, pointers: dict[str, int], stream: int = 0) -> None:
+        """Launch every kernel in order on ``stream``.
+
+        ``pointers`` gives the device address of every input and output;
+        intermediates are the program's own.
+        """
+        d = self.device.driver
+        handle = self.device.stream(stream)
+        self.device.make_current()
+        for launch, (values, params) in zip(
+            self.program.launches, self._params, strict=True
+        ):
+            for i, arg in enumerate(launch.args):
+                values[i] = (
+                    pointers[arg] if arg in pointers else self.intermediates[arg]
+                )
+            d.call(
+                "cuLaunchKernel",
+                self.functions[launch.name],
+                *launch.grid,
+                *launch.block,
+                launch.shared_bytes,
+                handle,
+                params.ctypes.data,
+                0,
+                what=launch.name,
+            )
+
+    def poison_intermediates(self) -> None:
+        """Fill intermediates with NaN, so reads of unwritten data show."""
+        for b in self.program.buffers:
+            if b.kind == "intermediate":
+                e = element_type(b)
+                self.device.fill(
+                    self.intermediates[b.name], nbytes(b), e.bytes, e.nan_pattern
+                )
+
+    def close(self) -> None:
+        """Free intermediates and unload the module (idempotent)."""
+        try:
+            self.device.make_current()
+            for ptr in self.intermediates.values():
+                self.device.free(ptr)
+            self.intermediates = {}
+            if self.module is not None:
+                self.device.driver.call("cuModuleUnload", self.module)
+                self.module = None
+        except GpuError:
+            pass

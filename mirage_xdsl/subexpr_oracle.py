@@ -1,0 +1,133 @@
+"""The pruning oracle: is a term a subexpression of a target under the axioms?
+
+Queries go, in order, to a cache keyed by the term's normal form, to the
+normal-form decision procedure (:mod:`mirage_xdsl.normal_form`), and only if
+that cannot decide, to z3 (:mod:`mirage_xdsl.axioms`) with a timeout. Whatever
+stays undecided counts as a subexpression: pruning must never drop a correct
+candidate, so the oracle errs only towards keeping.
+
+A piecewise (concat) term is a subexpression iff each of its pieces is:
+every element of the concatenation is an element of one piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mirage_xdsl import normal_form as nf
+from mirage_xdsl.abstract_expr import Expr, _boundaries, pieces, slice_expr
+
+
+@dataclass
+class OracleStats:
+    queries: int = 0
+    cache_hits: int = 0
+    fast_decided: int = 0
+    z3_decided: int = 0
+    undecided: int = 0
+    z3_seconds: float = 0.0
+    verdicts: dict[str, int] = field(default_factory=lambda: {"yes": 0, "no": 0})
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cache_hits / self.queries if self.queries else 0.0
+
+
+class SubexprOracle:
+    """Answers ``is_subexpr`` against fixed targets, and ``equivalent``.
+
+    ``use_z3=False`` keeps undecided queries (no solver); ``z3_timeout_ms``
+    bounds each solver call.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[Expr],
+        *,
+        use_z3: bool = True,
+        z3_timeout_ms: int = 1000,
+    ):
+        self.targets = [p for t in targets for p in pieces(t)]
+        self.target_nfs = [nf.normal_form(t) for t in self.targets]
+        self.target_atoms = frozenset().union(*(nf.atoms(t) for t in self.target_nfs))
+        self.use_z3 = use_z3
+        self.z3_timeout_ms = z3_timeout_ms
+        self._z3 = None
+        self._cache: dict[tuple, bool] = {}
+        self.stats = OracleStats()
+
+    # --- the decision ----------------------------------------------------------
+
+    def fast_is_subexpr(self, e: Expr) -> bool | None:
+        """The normal-form answer for one non-piecewise term (None: unknown)."""
+        form = nf.normal_form(e)
+        if not nf.atoms(form) <= self.target_atoms:
+            return False
+        unknown = False
+        for t in self.target_nfs:
+            r = nf.subexpr(form, t)
+            if r:
+                return True
+            unknown |= r is None
+        return None if unknown else False
+
+    def z3_is_subexpr(self, e: Expr, timeout_ms: int | None = None) -> bool | None:
+        """z3's answer for one non-piecewise term (None: not proved in time)."""
+        import time
+
+        from mirage_xdsl.axioms import Z3Axioms
+
+        if self._z3 is None:
+            self._z3 = Z3Axioms(self.z3_timeout_ms)
+        start = time.perf_counter()
+        try:
+            return self._z3.prove_subexpr(e, self.targets, timeout_ms)
+        finally:
+            self.stats.z3_seconds += time.perf_counter() - start
+
+    def _piece(self, e: Expr) -> bool:
+        key = nf.normal_form(e)
+        self.stats.queries += 1
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return cached
+        verdict = self.fast_is_subexpr(e)
+        if verdict is not None:
+            self.stats.fast_decided += 1
+        elif self.use_z3:
+            verdict = self.z3_is_subexpr(e)
+            if verdict is not None:
+                self.stats.z3_decided += 1
+        if verdict is None:
+            self.stats.undecided += 1
+            verdict = True
+        self.stats.verdicts["yes" if verdict else "no"] += 1
+        self._cache[key] = verdict
+        return verdict
+
+    def is_subexpr(self, e: Expr) -> bool:
+        """Is ``e`` a subexpression of some target? (undecided counts as yes)"""
+        return all(self._piece(p) for p in pieces(e))
+
+    def equivalent(self, a: Expr, b: Expr) -> bool:
+        """Are ``a`` and ``b`` equal under the equivalence axioms?
+
+        Normal forms are canonical, so this is exact; piecewise terms are
+        compared piece by piece over the union of their boundaries.
+        """
+        return equivalent(a, b)
+
+
+def equivalent(a: Expr, b: Expr) -> bool:
+    for x, y in ((a, b), (b, a)):
+        if x.head == "concat":
+            dim, sizes = x.param
+            points = set(_boundaries(x, dim)) | set(_boundaries(y, dim))
+            cuts = [0, *sorted(points), sum(sizes)]
+            return all(
+                equivalent(slice_expr(a, dim, lo, hi), slice_expr(b, dim, lo, hi))
+                for lo, hi in zip(cuts, cuts[1:], strict=False)
+            )
+    return nf.normal_form(a) == nf.normal_form(b)

@@ -1,0 +1,27 @@
+"""The torch front end: capture torch code as kernel-dialect programs.
+
+Importing this package imports torch (an optional dependency, ``pip install
+mirage-xdsl[torch]``); ``import mirage_xdsl`` alone does not.
+
+- :func:`capture` turns a function or ``nn.Module`` into a ``ModuleOp`` of
+  kernel-dialect ops (conversion rules: :data:`ATEN_RULES`);
+- :func:`superoptimize` captures, searches for a faster µGraph and returns a
+  callable on torch tensors;
+- ``torch.compile(fn, backend="mirage")`` does the same per captured graph and
+  runs in eager mode whatever mirage cannot take.
+"""
+
+from mirage_xdsl.torch.capture import Captured, capture, capture_program
+from mirage_xdsl.torch.function import MirageFunction, superoptimize
+from mirage_xdsl.torch.nodes import CaptureError
+from mirage_xdsl.torch.rules import ATEN_RULES
+
+__all__ = [
+    "ATEN_RULES",
+    "CaptureError",
+    "Captured",
+    "MirageFunction",
+    "capture",
+    "capture_program",
+    "superoptimize",
+]

@@ -1,0 +1,122 @@
+"""Calling a µGraph from torch: :class:`MirageFunction` and :func:`superoptimize`.
+
+A ``MirageFunction`` holds a captured program after the search. On CUDA
+tensors it runs the generated kernels (``mirage_xdsl.compile``, built once on
+first call); on CPU tensors it runs the µGraph in the interpreter, with the
+GPU's partition semantics and fp32 accumulation, which is slow but exact and
+lets the whole path be checked without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_unflatten
+from xdsl.dialects.builtin import ModuleOp
+
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.torch.capture import Captured, capture_program
+from mirage_xdsl.torch.nodes import DTYPES
+
+
+class MirageFunction:
+    """A captured (and usually superoptimized) program, callable on tensors."""
+
+    def __init__(self, captured: Captured, module: ModuleOp | None = None):
+        self.captured = captured
+        self.module = module if module is not None else captured.module
+        self._compiled: Callable[..., Any] | None = None
+        self._parameters: dict[torch.device, list[torch.Tensor]] = {}
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        args = [*inputs, *self._parameters_on(self._device(inputs))]
+        self._check(args)
+        if args[0].is_cuda:
+            outs = self._run_compiled(args)
+        else:
+            outs = self._run_interpreted(args)
+        return tree_unflatten(list(outs), self.captured.out_spec)
+
+    def _device(self, inputs: Sequence[torch.Tensor]) -> torch.device:
+        devices = {x.device for x in inputs if isinstance(x, torch.Tensor)}
+        if len(devices) != 1:
+            raise MirageError(
+                f"error: inputs must all be tensors on one device, got {devices}"
+            )
+        return devices.pop()
+
+    def _parameters_on(self, device: torch.device) -> list[torch.Tensor]:
+        if device not in self._parameters:
+            self._parameters[device] = [p.to(device) for p in self.captured.parameters]
+        return self._parameters[device]
+
+    def _check(self, args: Sequence[torch.Tensor]) -> None:
+        from mirage_xdsl.interpreter import entry_function
+
+        types = entry_function(self.module).function_type.inputs.data
+        if len(args) != len(types):
+            raise MirageError(
+                f"error: expected {len(types) - len(self.captured.parameters)} "
+                f"inputs, got {len(args) - len(self.captured.parameters)}"
+            )
+        for i, (x, ty) in enumerate(zip(args, types, strict=True)):
+            want = (tuple(ty.get_shape()), ty.element_type)  # type: ignore[attr-defined]
+            got = (tuple(x.shape), DTYPES.get(x.dtype))
+            if got != want:
+                raise MirageError(
+                    f"error: input {i} is {list(x.shape)} {x.dtype}; the program "
+                    f"was captured for {ty}"
+                )
+
+    def _run_compiled(self, args: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
+        if self._compiled is None:
+            import mirage_xdsl
+
+            compile_module = getattr(mirage_xdsl, "compile", None)
+            if compile_module is None:
+                raise MirageError(
+                    "error: this installation has no GPU runtime (mirage_xdsl.compile)"
+                )
+            self._compiled = compile_module(self.module)
+        outs = self._compiled(*args)
+        return [outs] if isinstance(outs, torch.Tensor) else list(outs)
+
+    def _run_interpreted(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        from mirage_xdsl.interpreter import run
+
+        arrays = [x.detach().float().numpy() for x in args]
+        dtype = args[0].dtype
+        return [
+            torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
+            for y in run(self.module, arrays)
+        ]
+
+
+def search(module: ModuleOp, **options: Any) -> ModuleOp:
+    """``mirage_xdsl.superoptimize`` on a captured module."""
+    import mirage_xdsl
+
+    superoptimize_module = getattr(mirage_xdsl, "superoptimize", None)
+    if superoptimize_module is None:
+        raise MirageError(
+            "error: this installation has no search (mirage_xdsl.superoptimize)"
+        )
+    return superoptimize_module(module, **options)
+
+
+def superoptimize(
+    fn: Callable[..., Any] | torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    **search_options: Any,
+) -> MirageFunction:
+    """Capture ``fn``, search for its best µGraph, and return it as a callable.
+
+    ``search_options`` go to :func:`mirage_xdsl.superoptimize` unchanged
+    (grid dims, for-loop ranges, budgets...). The result takes the same
+    tensors as ``fn`` and returns the same structure.
+    """
+    captured = capture_program(fn, example_inputs)
+    return MirageFunction(captured, search(captured.module, **search_options))

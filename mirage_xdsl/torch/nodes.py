@@ -1,0 +1,76 @@
+"""Facts about ATen graph nodes that conversion rules need, and the capture error.
+
+Every refusal goes through :func:`unsupported`, so each one is a single line
+naming the torch op and the user's source line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from xdsl.ir import Attribute
+
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.graph import bfloat16, float16, float32
+from mirage_xdsl.torch.trace import source_location
+
+aten = torch.ops.aten
+
+DTYPES: dict[torch.dtype, Attribute] = {
+    torch.float16: float16,
+    torch.bfloat16: bfloat16,
+    torch.float32: float32,
+}
+
+
+class CaptureError(MirageError):
+    """Torch code that has no kernel-dialect equivalent; one located line."""
+
+
+RMS_NORM_FORMS = (
+    "an RMSNorm over the last dim: x * rsqrt(mean(x^2)) or x / sqrt(mean(x^2))"
+)
+
+
+def op_name(node: fx.Node) -> str:
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    return f"aten.{packet.__name__}" if packet is not None else str(target)
+
+
+def unsupported(node: fx.Node, why: str) -> CaptureError:
+    """``file:line:col: error: torch op 'aten.X' ...: why (in `source`)``."""
+    loc = source_location(node)
+    where = f"{loc}: " if loc else ""
+    source = f" (in `{loc.text}`)" if loc and loc.text else ""
+    return CaptureError(
+        f"{where}error: torch op '{op_name(node)}' is not supported: {why}{source}"
+    )
+
+
+def node_meta(node: fx.Node) -> torch.Tensor:
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        raise unsupported(node, "its value is not a tensor")
+    return val
+
+
+def node_shape(node: fx.Node) -> tuple[int, ...]:
+    shape = node_meta(node).shape
+    if not all(isinstance(d, int) for d in shape):
+        raise unsupported(node, "its shape is dynamic; capture static shapes")
+    return tuple(shape)
+
+
+def node_dtype(node: fx.Node) -> Attribute:
+    dtype = node_meta(node).dtype
+    if dtype not in DTYPES:
+        raise unsupported(node, f"dtype {dtype} (mirage supports f16, bf16, f32)")
+    return DTYPES[dtype]
+
+
+def last_dim_only(node: fx.Node, dims: Any, rank: int) -> bool:
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    return [d % rank for d in dims] == [rank - 1]

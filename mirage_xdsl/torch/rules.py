@@ -1,0 +1,262 @@
+"""Conversion rules: one function per ATen op, building kernel-dialect ops.
+
+:data:`ATEN_RULES` maps each supported ATen op to its rule. A rule receives
+the converter, the node and the node's arguments (converted nodes stay fx
+nodes; :meth:`Converter.value` gives their SSA value) and returns the node's
+value: an SSA value, or a :class:`Partial` piece of a fused op (see
+:mod:`mirage_xdsl.torch.capture`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import fx
+from xdsl.ir import SSAValue
+
+from mirage_xdsl import shapes
+from mirage_xdsl.torch.nodes import (
+    RMS_NORM_FORMS,
+    aten,
+    last_dim_only,
+    node_meta,
+    node_shape,
+    unsupported,
+)
+
+if TYPE_CHECKING:
+    from mirage_xdsl.torch.capture import Converter
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A torch value that exists in the kernel dialect only inside a fused op.
+
+    ``kind`` is one of ``square`` (x^2), ``mean_square`` (mean of x^2 over the
+    last dim), ``rms`` (its square root), ``inv_rms`` (its reciprocal square
+    root) and ``sigmoid``; ``x`` is the value they are computed from and
+    ``node`` the torch node that produced this piece, for error messages.
+    """
+
+    kind: str
+    x: SSAValue
+    node: fx.Node
+
+
+@dataclass
+class Parameter:
+    """A module parameter or buffer: becomes a function input when first used."""
+
+    tensor: torch.Tensor
+    node: fx.Node
+    value: SSAValue | None = None
+
+
+Value = SSAValue | Partial | Parameter
+
+
+Rule = Callable[..., Value]
+
+
+def _tensor_operands(c: Converter, node: fx.Node, *args: Any) -> list[SSAValue]:
+    """Materialised tensor operands; scalars are refused (no constants exist)."""
+    values = []
+    for a in args:
+        if not isinstance(a, fx.Node):
+            raise unsupported(
+                node,
+                f"scalar operand {a!r}; the kernel dialect has no constants",
+            )
+        values.append(c.value(a))
+    return values
+
+
+def _check(node: fx.Node, rule: Callable[..., Any], *shape_args: Any) -> None:
+    try:
+        rule(*shape_args)
+    except shapes.ShapeError as e:
+        raise unsupported(node, str(e)) from None
+
+
+def _partial(c: Converter, a: Any, *kinds: str) -> Partial | None:
+    v = c.env.get(a) if isinstance(a, fx.Node) else None
+    return v if isinstance(v, Partial) and v.kind in kinds else None
+
+
+def _is_x_of(c: Converter, a: Any, partial: Partial) -> bool:
+    """Whether ``a`` is the value ``partial`` was computed from."""
+    if not isinstance(a, fx.Node) or isinstance(c.env.get(a), Partial):
+        return False
+    return c.value(a) is partial.x
+
+
+def matmul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
+    x, y = _tensor_operands(c, node, a, b)
+    _check(node, shapes.matmul, node_shape(a), node_shape(b))
+    return c.graph.matmul(x, y)
+
+
+def elementwise(kind: str) -> Rule:
+    def rule(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+        if kw.get("alpha", 1) != 1 or kw.get("rounding_mode") is not None:
+            raise unsupported(node, f"options {kw}")
+        x, y = _tensor_operands(c, node, a, b)
+        _check(node, shapes.broadcast, node_shape(a), node_shape(b))
+        return getattr(c.graph, kind)(x, y)
+
+    return rule
+
+
+def unary(kind: str) -> Rule:
+    def rule(c: Converter, node: fx.Node, a: Any) -> Value:
+        (x,) = _tensor_operands(c, node, a)
+        return getattr(c.graph, kind)(x)
+
+    return rule
+
+
+def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``mean(x^2) + eps``: the epsilon of an RMSNorm, dropped (see module doc)."""
+    ms = _partial(c, a, "mean_square")
+    if ms is not None and isinstance(b, int | float) and kw.get("alpha", 1) == 1:
+        return ms
+    return elementwise("add")(c, node, a, b, **kw)
+
+
+def mul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
+    """``x * rsqrt(mean(x^2))`` is RMSNorm, ``x * sigmoid(x)`` SiLU, ``x * x`` x^2."""
+    for p, q in ((a, b), (b, a)):
+        part = _partial(c, q, "inv_rms", "sigmoid")
+        if part is not None and _is_x_of(c, p, part):
+            f = c.graph.rms_norm if part.kind == "inv_rms" else c.graph.silu
+            return f(part.x)
+    if isinstance(a, fx.Node) and a is b:
+        return Partial("square", c.value(a), node)
+    return elementwise("mul")(c, node, a, b)
+
+
+def div(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``x / sqrt(mean(x^2))`` is RMSNorm."""
+    part = _partial(c, b, "rms")
+    if part is not None and _is_x_of(c, a, part) and not kw:
+        return c.graph.rms_norm(part.x)
+    return elementwise("div")(c, node, a, b, **kw)
+
+
+def pow_(c: Converter, node: fx.Node, a: Any, exponent: Any) -> Value:
+    if exponent != 2:
+        raise unsupported(node, f"exponent {exponent!r} (only x^2 is supported)")
+    return Partial("square", c.value(a), node)
+
+
+def square(c: Converter, node: fx.Node, a: Any) -> Value:
+    return Partial("square", c.value(a), node)
+
+
+def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw):
+    sq = _partial(c, a, "square")
+    if sq is None or not keepdim or not last_dim_only(node, dims, len(node_shape(a))):
+        raise unsupported(node, f"mean is only supported inside {RMS_NORM_FORMS}")
+    return Partial("mean_square", sq.x, node)
+
+
+def sqrt(c: Converter, node: fx.Node, a: Any) -> Value:
+    ms = _partial(c, a, "mean_square")
+    return Partial("rms", ms.x, node) if ms else unary("sqrt")(c, node, a)
+
+
+def rsqrt(c: Converter, node: fx.Node, a: Any) -> Value:
+    ms = _partial(c, a, "mean_square")
+    if ms is None:
+        raise unsupported(node, f"rsqrt is only supported inside {RMS_NORM_FORMS}")
+    return Partial("inv_rms", ms.x, node)
+
+
+def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
+    return Partial("sigmoid", c.value(a), node)
+
+
+def reduce_sum(
+    c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw: Any
+) -> Value:
+    rank = len(node_shape(a))
+    if dims is None or not keepdim or kw.get("dtype") is not None:
+        raise unsupported(
+            node, "sum needs explicit dims and keepdim=True (the dialect keeps them)"
+        )
+    (x,) = _tensor_operands(c, node, a)
+    for d in sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)}):
+        x = c.graph.reduction(x, d)
+    return x
+
+
+def softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Value:
+    """``exp(x) / sum(exp(x))`` over ``dim`` (no max subtraction; see module doc)."""
+    if rest and rest[0] not in (None, False, node_meta(a).dtype):
+        raise unsupported(node, "softmax with a dtype change")
+    (x,) = _tensor_operands(c, node, a)
+    e = c.graph.exp(x)
+    return c.graph.div(e, c.graph.reduction(e, dim % len(node_shape(a))))
+
+
+def rms_norm(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    normalized_shape: Sequence[int],
+    weight: Any = None,
+    eps: Any = None,
+) -> Value:
+    """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim, with unit weight."""
+    if list(normalized_shape) != [node_shape(a)[-1]]:
+        raise unsupported(node, "RMSNorm over more than the last dim")
+    if weight is not None:
+        w = c.env.get(weight)
+        if not (isinstance(w, Parameter) and bool(torch.all(w.tensor == 1))):
+            raise unsupported(node, "RMSNorm with a weight that is not all ones")
+    (x,) = _tensor_operands(c, node, a)
+    return c.graph.rms_norm(x)
+
+
+def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Value:
+    """Copies, aliases and casts to the same dtype compute nothing."""
+    if node_meta(node).dtype != node_meta(a).dtype:
+        raise unsupported(node, "a dtype conversion (mirage keeps one dtype)")
+    if node_shape(node) != node_shape(a):
+        raise unsupported(node, "a shape change (the kernel dialect has no reshape)")
+    return c.env[a]
+
+
+ATEN_RULES: dict[Any, Rule] = {
+    aten.matmul: matmul,
+    aten.mm: matmul,
+    aten.bmm: matmul,
+    aten.add: add,
+    aten.mul: mul,
+    aten.div: div,
+    aten.exp: unary("exp"),
+    aten.silu: unary("silu"),
+    aten.sigmoid: sigmoid,
+    aten.sqrt: sqrt,
+    aten.rsqrt: rsqrt,
+    aten.pow: pow_,
+    aten.square: square,
+    aten.mean: mean,
+    aten.sum: reduce_sum,
+    aten.softmax: softmax,
+    aten._softmax: softmax,
+    aten.rms_norm: rms_norm,
+    aten.clone: identity,
+    aten.alias: identity,
+    aten.detach: identity,
+    aten.contiguous: identity,
+    aten.to: identity,
+    aten._to_copy: identity,
+}
+"""ATen op (overload packet) -> conversion rule."""
+
+IGNORED = {aten._assert_tensor_metadata.default}
+"""Checks torch.export inserts; they compute nothing."""

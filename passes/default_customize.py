@@ -1,0 +1,252 @@
+"""``default-customize``: give every bare kernel op a block-level definition.
+
+The lowering to GPU code only understands ``kernel.customized`` ops, whose
+block graphs say exactly how the work is partitioned. This pass turns each
+library-style kernel op (``kernel.matmul``, ``kernel.exp``,
+``kernel.reduce_sum``, ``kernel.rms_norm``, ...) into a one-op customized
+kernel with a sensible default partition, the schedule a hand-written library
+kernel would use:
+
+- element-wise ops: the grid tiles the output; broadcast operands are
+  replicated along the grid dims they lack;
+- ``reduce_sum``: the grid tiles the kept dims, and the for-loop walks the
+  reduced dim, accumulating in fp32;
+- ``rms_norm``: the grid tiles the rows; each block normalises whole rows;
+- ``matmul``: the grid tiles the output (batch, rows, columns) and the
+  for-loop walks the contraction dim, accumulating in fp32.
+
+The partitions are chosen from the shapes alone, so the pass needs no search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from mirage_xdsl.graph import BlockGraph, new_threadblock_graph
+
+BLOCK_OPS: dict[str, type[t.TensorOp]] = {
+    cls.KIND: cls
+    for cls in block.BlockDialect.operations
+    if issubclass(cls, t.TensorOp)
+}
+THREADS = (128, 1, 1)
+"""Threads per block of every default kernel: four warps."""
+TARGET_BLOCKS = 256
+"""Aim for about two blocks per H100 SM (132 SMs)."""
+MAX_TILE = 4096
+"""Largest tile (elements) a default block handles per for-loop iteration."""
+MIN_TILE = 256
+K_TILE = 64
+"""Contraction-dim chunk of a default matmul iteration."""
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def prod(xs: Sequence[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def split_dims(
+    shape: Sequence[int], order: Sequence[int], target: int, keep: dict[int, int]
+) -> dict[int, int]:
+    """Grid factors for the dims in ``order`` so a tile has about ``target`` elements.
+
+    Dims are split in ``order`` (at most three, the grid's rank) until the
+    tile is small enough; ``keep[d]`` is the smallest extent dim ``d`` may be
+    cut down to (the last dim stays wide for vectorised access).
+    """
+    tile = list(shape)
+    factors: dict[int, int] = {}
+    for d in order:
+        if len(factors) == 3 or prod(tile) <= target:
+            break
+        floor = min(keep.get(d, 1), shape[d])
+        options = [f for f in divisors(shape[d]) if f > 1 and shape[d] // f >= floor]
+        if not options:
+            continue
+        rest = prod(tile) // tile[d]
+        fits = [f for f in options if rest * (shape[d] // f) <= target]
+        f = fits[0] if fits else options[-1]
+        factors[d] = f
+        tile[d] //= f
+    return factors
+
+
+def grid_of(
+    factors: dict[int, int], order: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Assign split dims to grid x, y, z in ``order``: returns (grid, dim of each)."""
+    dims = [d for d in order if d in factors][:3]
+    grid = [factors[d] for d in dims] + [1] * (3 - len(dims))
+    return grid, dims + [-1] * (3 - len(dims))
+
+
+def imap_for(grid_dims: Sequence[int], operand: Sequence[int], out: Sequence[int]):
+    """An operand's imap: follow the output's split unless the operand broadcasts."""
+    return [d if d != -1 and operand[d] == out[d] else -1 for d in grid_dims]
+
+
+def tile_target(total: int) -> int:
+    return max(MIN_TILE, min(MAX_TILE, total // TARGET_BLOCKS))
+
+
+def elementwise(op: t.TensorOp) -> BlockGraph:
+    out = t.tensor_shape(op.results[0])
+    rank = len(out)
+    order = [*range(rank - 2, -1, -1), rank - 1][::-1]  # last dim first: grid x
+    factors = split_dims(out, list(range(rank)), tile_target(prod(out)), {rank - 1: 64})
+    grid, dims = grid_of(factors, order)
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    ins = [
+        bg.new_input(v, imap_for(dims, t.tensor_shape(v), out), -1) for v in op.operands
+    ]
+    result = BLOCK_OPS[op.KIND](*ins)
+    bg.block.add_op(result)
+    bg.new_output(result.results[0], dims)
+    return bg
+
+
+def reduce_sum(op: kernel.ReduceSumOp) -> BlockGraph:
+    x = t.tensor_shape(op.input)
+    out = t.tensor_shape(op.result)
+    r = op.dim.value.data
+    rank = len(x)
+    kept = [d for d in range(rank) if d != r]
+    rows_target = max(1, prod(out) // TARGET_BLOCKS)
+    factors = split_dims(out, kept[::-1], rows_target, {})
+    grid, dims = grid_of(factors, kept[::-1])
+    rows = prod(out) // prod(grid)
+    chunk = max(1, min(x[r], MAX_TILE // rows, 1024))
+    forloop = min(f for f in divisors(x[r]) if x[r] // f <= chunk)
+    bg = new_threadblock_graph(grid, THREADS, forloop)
+    tile = bg.new_input(op.input, imap_for(dims, x, out), r if forloop > 1 else -1)
+    if r == rank - 1 and forloop > 1:
+        total = bg.forloop_accum(tile, "sum")
+    else:
+        total = bg.reduction(tile, r)
+        if forloop > 1:
+            total = bg.forloop_accum(total)
+    bg.new_output(total, dims)
+    return bg
+
+
+def rms_norm(op: kernel.RmsNormOp) -> BlockGraph:
+    x = t.tensor_shape(op.input)
+    rank = len(x)
+    lead = list(range(rank - 1))[::-1]
+    rows_target = max(1, min(MAX_TILE // x[-1], prod(x[:-1]) // TARGET_BLOCKS))
+    factors = split_dims(x[:-1], lead, rows_target, {})
+    grid, dims = grid_of(factors, lead)
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    tile = bg.new_input(op.input, dims, -1)
+    bg.new_output(bg.rms_norm(tile), dims)
+    return bg
+
+
+def matmul(op: kernel.MatmulOp) -> BlockGraph:
+    a = t.tensor_shape(op.lhs)
+    out = t.tensor_shape(op.result)
+    rank = len(out)
+    m, n, k = out[-2], out[-1], a[-1]
+    batch = prod(out[:-2])
+    # Columns: the widest tile that still gives enough blocks.
+    n_tile = n
+    for cand in (128, 64, 32, 16):
+        if n % cand == 0 and n_tile > cand:
+            n_tile = cand
+            if batch * (n // cand) * max(1, m // 64) >= TARGET_BLOCKS // 2:
+                break
+    m_tile = m if m <= 64 else max(d for d in divisors(m) if d <= 64)
+    # The grid has three dims: split the output dims with the most blocks
+    # (columns first on ties); the rest stay whole in the block's tile.
+    candidates = [(rank - 1, n // n_tile), (rank - 2, m // m_tile)]
+    candidates += [(d, out[d]) for d in range(rank - 2)]
+    chosen = sorted((c for c in candidates if c[1] > 1), key=lambda c: -c[1])[:3]
+    factors = dict(chosen)
+    order = [d for d, _ in candidates if d in factors]
+    grid, dims = grid_of(factors, order)
+    k_tile = max(d for d in divisors(k) if d <= K_TILE)
+    forloop = k // k_tile
+    bg = new_threadblock_graph(grid, THREADS, forloop)
+    loop = forloop > 1
+    a_map = [d if d != rank - 1 else -1 for d in dims]
+    b_map = [d if d != rank - 2 else -1 for d in dims]
+    ta = bg.new_input(op.lhs, a_map, rank - 1 if loop else -1)
+    tb = bg.new_input(op.rhs, b_map, rank - 2 if loop else -1)
+    product = bg.matmul(ta, tb)
+    bg.new_output(bg.forloop_accum(product) if loop else product, dims)
+    return bg
+
+
+PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
+    **{
+        kind: elementwise for kind in (*t.BINARY_KINDS, "exp", "silu", "sqrt", "square")
+    },
+    "reduce_sum": reduce_sum,
+    "rms_norm": rms_norm,
+    "matmul": matmul,
+}
+"""Default partition of each kernel op, by ``KIND``."""
+
+
+def customize(op: t.TensorOp) -> kernel.CustomizedOp:
+    """A one-op customized kernel computing the same tensor as ``op``."""
+    bg = PARTITIONS[op.KIND](op)
+    body, operands = bg.finish()
+    return kernel.CustomizedOp(
+        operands,
+        bg.output_types(),
+        body,
+        grid=bg.grid_dims,
+        block=bg.block_dims,
+        forloop_range=bg.forloop_range,
+    )
+
+
+def _replace(op: t.TensorOp, rewriter: PatternRewriter) -> None:
+    new = customize(op)
+    rewriter.replace(op, new, new.results)
+
+
+@dataclass(frozen=True)
+class DefaultCustomizePass(ModulePass):
+    """Turn every bare kernel op into a ``kernel.customized`` op with a default partition.
+
+    Element-wise ops tile their output over the grid; ``reduce_sum`` and
+    ``matmul`` tile their output and walk the reduced (contraction) dim with
+    the for-loop, accumulating in fp32; ``rms_norm`` gives each block whole
+    rows. The result computes the same function (the interpreter checks it)
+    and is what ``lower-to-gpu`` expects.
+    """
+
+    name = "default-customize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            _CustomizePattern(), apply_recursively=False
+        ).rewrite_module(op)
+
+
+class _CustomizePattern(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.TensorOp, rewriter: PatternRewriter) -> None:
+        if op.name.startswith("kernel."):
+            _replace(op, rewriter)

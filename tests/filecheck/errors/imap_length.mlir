@@ -1,0 +1,13 @@
+// RUN: not mirage-opt %s 2>&1 | filecheck %s
+// An imap without one entry per grid dim: exit code 1 and one located line.
+// CHECK: {{\A.*}}errors/imap_length.mlir:9:5: error: 'block.input': imap needs 3 entries (x, y, z), got 2{{$}}
+// CHECK-NOT: {{.}}
+
+func.func @f(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {
+  %o = kernel.customized(%x) grid [2, 1, 1] block [128, 1, 1] forloop 1 : (tensor<8x32xf16>) -> tensor<8x32xf16> {
+  ^bb0(%a: tensor<8x32xf16>):
+    %t = block.input %a imap [0, -1] fmap -1 : tensor<8x32xf16> -> tensor<4x32xf16>
+    block.output %t omap [0, -1, -1] : tensor<4x32xf16>
+  }
+  func.return %o : tensor<8x32xf16>
+}

@@ -1,0 +1,14 @@
+// RUN: not mirage-opt %s 2>&1 | filecheck %s
+// A per-iteration value saved without accumulation: exit code 1 and one located line.
+// CHECK: {{\A.*}}errors/loop_value_saved.mlir:11:5: error: 'block.output' #0 saves a per-iteration value; accumulate it with 'block.forloop_accum' first{{$}}
+// CHECK-NOT: {{.}}
+
+func.func @f(%x: tensor<8x32xf16>) -> tensor<8x8xf16> {
+  %o = kernel.customized(%x) grid [2, 1, 1] block [128, 1, 1] forloop 4 : (tensor<8x32xf16>) -> tensor<8x8xf16> {
+  ^bb0(%a: tensor<8x32xf16>):
+    %t = block.input %a imap [0, -1, -1] fmap 1 : tensor<8x32xf16> -> tensor<4x8xf16>
+    %e = block.exp %t : tensor<4x8xf16> -> tensor<4x8xf16>
+    block.output %e omap [0, -1, -1] : tensor<4x8xf16>
+  }
+  func.return %o : tensor<8x8xf16>
+}

@@ -1,0 +1,17 @@
+// RUN: not mirage-opt %s 2>&1 | filecheck %s
+// A thread graph that does not end in thread.yield: exit code 1 and one located line.
+// CHECK: {{\A.*}}errors/thread_graph_no_yield.mlir:10:5: error: 'block.thread_graph' region must end in a terminator, but its last op is 'thread.exp'{{$}}
+// CHECK-NOT: {{.}}
+
+func.func @f(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {
+  %o = kernel.customized(%x) grid [1, 1, 1] block [128, 1, 1] forloop 1 : (tensor<8x32xf16>) -> tensor<8x32xf16> {
+  ^bb0(%a: tensor<8x32xf16>):
+    %t = block.input %a imap [-1, -1, -1] fmap -1 : tensor<8x32xf16> -> tensor<8x32xf16>
+    %g = block.thread_graph(%t) : (tensor<8x32xf16>) -> tensor<8x32xf16> {
+    ^bb0(%v: tensor<8x32xf16>):
+      %e = thread.exp %v : tensor<8x32xf16> -> tensor<8x32xf16>
+    }
+    block.output %g omap [-1, -1, -1] : tensor<8x32xf16>
+  }
+  func.return %o : tensor<8x32xf16>
+}

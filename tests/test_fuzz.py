@@ -1,0 +1,94 @@
+"""Seeded, bounded fuzzing of the foundation (``tools/fuzz.py`` runs it longer).
+
+Each kind runs a fixed range of seeds through its oracle in
+``mirage_xdsl.fuzz_oracles``; a failure names the seed, and
+``ORACLES[kind](seed)`` replays it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from mirage_xdsl.dialects import block, kernel, thread
+
+from mirage_xdsl.fuzz import random_module
+from mirage_xdsl.fuzz_oracles import ORACLES, FuzzFailure, case_module
+from mirage_xdsl.printing import module_text
+
+CASES = {
+    "generate": 2000,
+    "round-trip": 400,
+    "interpret": 400,
+    "corrupt": 1200,
+    "perturb": 800,
+    "driver": 6,
+}
+"""Cases per kind in the default run: 4,806 in all."""
+
+MUST_SEE = {
+    "corrupt": {"rejected", "accepted+ran"},
+    "perturb": {"rejected", "accepted+ran"},
+    "driver": {"rejected"},
+}
+"""Outcomes a kind must produce: corruption that never got past the parser,
+or never got rejected, would test little."""
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_fuzz(kind: str) -> None:
+    oracle = ORACLES[kind]
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    for seed in range(CASES[kind]):
+        try:
+            outcomes[oracle(seed)] += 1
+        except FuzzFailure as e:
+            failures.append(str(e))
+    assert not failures, f"{len(failures)} failures, e.g.\n" + "\n".join(failures[:5])
+    assert sum(outcomes.values()) == CASES[kind]
+    assert MUST_SEE.get(kind, {"ok"}) <= set(outcomes), outcomes
+
+
+def test_same_seed_same_module() -> None:
+    for seed in range(20):
+        a = module_text(random_module(np.random.default_rng(seed)))
+        b = module_text(random_module(np.random.default_rng(seed)))
+        assert a == b
+
+
+def test_generator_covers_every_op() -> None:
+    """Across a few hundred seeds, every op and every reduction kind appears."""
+    seen: Counter[str] = Counter()
+    for seed in range(300):
+        for op in case_module(seed).walk():
+            seen[op.name] += 1
+            if isinstance(op, block.ForloopAccumOp):
+                seen[f"reduce {op.reduction}"] += 1
+            if isinstance(op, kernel.CustomizedOp) and op.forloop > 1:
+                seen["forloop > 1"] += 1
+    wanted = {
+        op.name
+        for dialect in (kernel.Kernel, block.BlockDialect, thread.Thread)
+        for op in dialect.operations
+    }
+    wanted |= {f"reduce {r}" for r in block.ACCUM_REDUCTIONS} | {"forloop > 1"}
+    assert wanted <= set(seen), sorted(wanted - set(seen))
+
+
+def test_generator_options_bound_the_module() -> None:
+    for seed in range(100):
+        module = random_module(
+            np.random.default_rng(seed),
+            max_ops=2,
+            max_block_ops=1,
+            customized_prob=0.0,
+            max_elements=64,
+        )
+        ops = list(module.ops.first.body.block.ops)  # type: ignore[union-attr]
+        assert 1 <= len(ops) - 1 <= 2  # the ops and func.return
+        assert not any(isinstance(op, kernel.CustomizedOp) for op in ops)
+        for op in ops:
+            for r in op.results:
+                assert np.prod(r.type.get_shape()) <= 64  # type: ignore[attr-defined]

@@ -1,0 +1,240 @@
+"""The torch front end: capture into the kernel dialect, errors, patterns."""
+
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from mirage_xdsl.interpreter import run  # noqa: E402
+from mirage_xdsl.printing import module_text  # noqa: E402
+from mirage_xdsl.torch import (  # noqa: E402
+    CaptureError,
+    MirageFunction,
+    capture,
+    capture_program,
+)
+from mirage_xdsl.torch.workloads import TORCH_WORKLOADS, example_inputs  # noqa: E402
+from mirage_xdsl.workloads import WORKLOADS  # noqa: E402
+
+
+def half(*shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.rand(s, generator=g).half() - 0.5 for s in shapes]
+
+
+def kernel_ops(module) -> list[str]:
+    return [op.name for op in module.walk() if op.name.startswith("kernel.")]
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_WORKLOADS))
+@pytest.mark.parametrize("batch", [1, 8])
+def test_workload_captures_to_the_registered_program(name, batch):
+    captured = capture(TORCH_WORKLOADS[name], example_inputs(name, batch, scale=8))
+    assert module_text(captured) == module_text(WORKLOADS[name].module(batch, 8))
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_WORKLOADS))
+def test_interpreter_agrees_with_torch(name):
+    inputs = example_inputs(name, batch=2, scale=8, seed=5)
+    outs = run(capture(TORCH_WORKLOADS[name], inputs), [x.numpy() for x in inputs])
+    refs = TORCH_WORKLOADS[name](*[x.float() for x in inputs])
+    refs = [refs] if isinstance(refs, torch.Tensor) else list(refs)
+    assert len(outs) == len(refs)
+    for out, ref in zip(outs, refs, strict=True):
+        assert out.shape == tuple(ref.shape)
+        assert rel_err(out, ref.numpy()) < 1e-5
+
+
+def line_of(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def erf_after_matmul(x, w):
+    y = x @ w
+    return torch.erf(y)
+
+
+def test_unsupported_op_names_op_and_user_line():
+    with pytest.raises(CaptureError) as e:
+        capture(erf_after_matmul, half((2, 8), (8, 8)))
+    line = line_of(erf_after_matmul, "torch.erf")
+    message = str(e.value)
+    assert message.startswith(f"{__file__}:{line}:12: error: torch op 'aten.erf'")
+    assert message.endswith("(in `return torch.erf(y)`)")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda x: x * 2.0, "scalar operand 2.0; the kernel dialect has no constants"),
+        (lambda x: x.mean(-1, keepdim=True) + x, "'aten.mean' is not supported"),
+        (lambda x: x + x[0], "'aten.select'"),
+        (lambda x: x.sum(-1), "keepdim=True"),
+        (lambda x: x.pow(3), "exponent 3"),
+        (lambda x: torch.sigmoid(x) + x, "only supported as part of x * sigmoid(x)"),
+        (lambda x: x + x.sum(-1, keepdim=True)[0], "'aten.select'"),
+        (lambda x: x @ x.unsqueeze(0), "'aten.unsqueeze'"),
+    ],
+)
+def test_unsupported_programs_fail_with_one_line(fn, fragment):
+    with pytest.raises(CaptureError) as e:
+        capture(fn, half((4, 4)))
+    assert fragment in str(e.value)
+    assert str(e.value).startswith(f"{__file__}:")
+
+
+def test_rank_broadcast_is_refused_with_the_shape_rule():
+    with pytest.raises(CaptureError, match="operand ranks differ"):
+        capture(lambda x, a: x * a, half((2, 8), (8,)))
+
+
+RMS_FORMS = {
+    "rsqrt_pow": lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)),
+    "rsqrt_eps": lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
+    "rsqrt_first": lambda x: torch.rsqrt((x * x).mean(dim=-1, keepdim=True)) * x,
+    "div_sqrt": lambda x: x / torch.sqrt(torch.square(x).mean(-1, keepdim=True)),
+    "functional": lambda x: F.rms_norm(x, (x.shape[-1],)),
+    "module": torch.nn.RMSNorm(16).half(),
+}
+
+
+@pytest.mark.parametrize("form", sorted(RMS_FORMS))
+def test_rms_norm_forms(form):
+    module = capture(RMS_FORMS[form], half((4, 16)))
+    assert kernel_ops(module) == ["kernel.rms_norm"]
+
+
+def test_rms_norm_with_a_trained_weight_is_refused():
+    norm = torch.nn.RMSNorm(16).half()
+    with torch.no_grad():
+        norm.weight.mul_(2)
+    with pytest.raises(CaptureError, match="weight that is not all ones"):
+        capture(norm, half((4, 16)))
+
+
+def sum_of_squares(x):
+    s = x * x  # one kernel.square, however often it is used
+    return s + s.sum(-1, keepdim=True)
+
+
+def test_silu_forms_and_squares():
+    silu = capture(lambda x: x * torch.sigmoid(x) + F.silu(x), half((4, 8)))
+    assert kernel_ops(silu) == ["kernel.silu", "kernel.silu", "kernel.add"]
+    square = capture(sum_of_squares, half((4, 8)))
+    assert kernel_ops(square) == ["kernel.square", "kernel.reduce_sum", "kernel.add"]
+
+
+def test_softmax_is_exp_sum_div_without_max():
+    module = capture(lambda x: torch.softmax(x, dim=0), half((4, 8)))
+    assert kernel_ops(module) == ["kernel.exp", "kernel.reduce_sum", "kernel.div"]
+    assert "dim 0" in module_text(module)
+
+
+class NormLinear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.norm = torch.nn.RMSNorm(16).half()
+        self.weight = torch.nn.Parameter((torch.rand(16, 8, generator=g) - 0.5).half())
+
+    def forward(self, x):
+        return self.norm(x) @ self.weight
+
+
+def test_module_parameters_become_trailing_inputs():
+    model = NormLinear()
+    (x,) = half((4, 16))
+    captured = capture_program(model, [x])
+    assert kernel_ops(captured.module) == ["kernel.rms_norm", "kernel.matmul"]
+    assert len(captured.parameters) == 1  # the unit RMSNorm weight is not an input
+    fn = captured.module.body.block.first_op
+    assert [str(t) for t in fn.function_type.inputs] == [
+        "tensor<4x16xf16>",
+        "tensor<16x8xf16>",
+    ]
+    out = MirageFunction(captured)(x)
+    ref = model.float()(x.float())
+    assert out.dtype == torch.float16
+    assert rel_err(out.float().numpy(), ref.detach().numpy()) < 1e-3
+
+
+class TwoWeights(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.first = torch.nn.Parameter((torch.rand(8, 4, generator=g) - 0.5).half())
+        self.second = torch.nn.Parameter((torch.rand(4, 8, generator=g) - 0.5).half())
+
+    def forward(self, x):
+        return (x @ self.second) @ self.first  # used in the other order
+
+
+def test_parameters_are_passed_in_the_order_they_became_inputs():
+    model = TwoWeights()
+    (x,) = half((2, 4))
+    captured = capture_program(model, [x])
+    assert [tuple(p.shape) for p in captured.parameters] == [(4, 8), (8, 4)]
+    out = MirageFunction(captured)(x)
+    ref = model.float()(x.float()).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+def test_outputs_keep_their_structure():
+    def pair(x):
+        return x.exp(), (x.exp(), x)
+
+    (x,) = half((2, 4))
+    out = MirageFunction(capture_program(pair, [x]))(x)
+    assert isinstance(out, tuple) and isinstance(out[1], tuple)
+    torch.testing.assert_close(out[1][1], x)
+    torch.testing.assert_close(out[0], x.exp(), rtol=1e-3, atol=1e-3)
+
+
+def test_calling_with_other_shapes_is_an_error():
+    (x,) = half((2, 4))
+    fn = MirageFunction(capture_program(lambda x: x.exp(), [x]))
+    with pytest.raises(Exception, match="captured for tensor<2x4xf16>"):
+        fn(torch.zeros(3, 4, dtype=torch.float16))
+
+
+def graph_break_then_exp(x, w):
+    torch._dynamo.graph_break()
+    return torch.exp(x @ w)
+
+
+def graph_break_then_erf(x, w):
+    torch._dynamo.graph_break()
+    return torch.erf(x @ w)
+
+
+def test_fx_fallback_when_dynamo_cannot_trace():
+    module = capture(graph_break_then_exp, half((2, 8), (8, 8)))
+    assert kernel_ops(module) == ["kernel.matmul", "kernel.exp"]
+    with pytest.raises(CaptureError) as e:
+        capture(graph_break_then_erf, half((2, 8), (8, 8)))
+    line = line_of(graph_break_then_erf, "torch.erf")
+    assert str(e.value).startswith(f"{__file__}:{line}: error: torch op 'aten.erf'")
+
+
+def test_non_tensor_inputs_are_refused():
+    with pytest.raises(CaptureError, match="example input 1 is a int"):
+        capture(lambda x, n: x, [torch.zeros(2), 3])
+
+
+def test_importing_mirage_xdsl_does_not_import_torch():
+    code = (
+        "import sys, mirage_xdsl, mirage_xdsl.workloads, mirage_xdsl.cli.opt\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,747 @@
+#!/usr/bin/env python3
+"""Benchmark: our µGraphs on the GPU against PyTorch, per workload and batch.
+
+Ours: each candidate µGraph of a workload (the plain program as lowered, the
+hand-written µGraphs, a file from --mlir-dir, the search's result with
+--search), checked against the numpy reference first (a wrong kernel is never
+timed); the best is reported. PyTorch: eager, torch.compile (default, and
+max-autotune without inductor's own CUDA graphs, since we capture every method
+in our own), and for attention scaled_dot_product_attention on each backend
+(scale=1.0, K passed in its [b, heads, keys, d] layout).
+
+How each method is timed (the same for all): a CUDA graph of one call per input
+set (several sets, rotated), warm-up replays, then for each repetition a 256 MB
+write to flush L2, and CUDA events around one replay; the median and the 10th
+and 90th percentiles are reported. A device-to-device copy of 1 GiB, timed the
+same way, gives the bandwidth roofline; each of our kernels' achieved
+bandwidth counts the fewest bytes it must move (inputs read once, outputs
+written once).
+
+torch.compile (especially max-autotune) can take minutes: compilations run
+after the cheap methods, each under --compile-cap seconds, and only while the
+whole run is inside --budget seconds; --no-compile / --no-max-autotune skip them.
+
+  python tools/bench.py                       # default run, about 7 minutes on an H100
+  python tools/bench.py --only gqa --batches 1 --no-max-autotune
+  python tools/bench.py --dry-run             # no GPU: build and check what would run
+
+Writes bench.json, bench.md and bench.png to --out (default $OUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+FLUSH_BYTES = 256 << 20
+COPY_BYTES = 1 << 30
+
+
+@dataclass
+class Method:
+    """One way of computing one workload at one batch, and how it did."""
+
+    name: str
+    kind: str
+    """"ours" or "torch"."""
+    status: str = "pending"
+    """ok, wrong, error, skipped."""
+    median_us: float | None = None
+    p10_us: float | None = None
+    p90_us: float | None = None
+    error: float | None = None
+    """Relative L2 error against the numpy reference."""
+    note: str = ""
+    build_s: float = 0.0
+    graph: bool = True
+
+
+@dataclass
+class Config:
+    workload: str
+    batch: int
+    min_bytes: int = 0
+    methods: list[Method] = field(default_factory=list)
+
+    def best(self, kind: str) -> Method | None:
+        done = [m for m in self.methods if m.kind == kind and m.status == "ok"]
+        return min(done, key=lambda m: m.median_us, default=None)
+
+
+# --- timing ------------------------------------------------------------------------
+
+
+class Timer:
+    """CUDA-graph replays between L2 flushes, timed with events."""
+
+    def __init__(self, reps: int, warmup: int):
+        import torch
+
+        self.torch = torch
+        self.reps = reps
+        self.warmup = warmup
+        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def flush(self) -> None:
+        self.flush_buffer.fill_(1)
+
+    def _capture(self, fn: Callable[[], object]):
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return graph
+
+    def time(self, calls: list[Callable[[], object]]) -> tuple[np.ndarray, bool]:
+        """Microseconds per repetition, and whether CUDA graphs were used."""
+        torch = self.torch
+        try:
+            runners = [self._capture(fn).replay for fn in calls]
+            graph = True
+        except Exception:
+            torch.cuda.synchronize()
+            runners, graph = calls, False
+        for i in range(self.warmup):
+            self.flush()
+            runners[i % len(runners)]()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for i in range(self.reps):
+            self.flush()
+            starts[i].record()
+            runners[i % len(runners)]()
+            ends[i].record()
+        torch.cuda.synchronize()
+        us = np.array(
+            [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True)]
+        )
+        return us, graph
+
+
+def record_timing(method: Method, us: np.ndarray, graph: bool) -> None:
+    method.median_us = float(np.median(us))
+    method.p10_us = float(np.percentile(us, 10))
+    method.p90_us = float(np.percentile(us, 90))
+    method.graph = graph
+    method.status = "ok"
+    if not graph:
+        method.note = (method.note + "; " if method.note else "") + "no CUDA graph"
+
+
+class CompileTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_cap(seconds: float):
+    """Raise CompileTimeout in this (main) thread after ``seconds``."""
+
+    def expire(signum, frame):
+        raise CompileTimeout(f"over {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# --- candidates ------------------------------------------------------------------------
+
+
+def mlir_file(directory: Path, workload: str, batch: int) -> Path | None:
+    """``<w>_b<batch>.mlir``, or ``<w>.mlir`` for batch 1 (the examples' naming)."""
+    names = [f"{workload}_b{batch}.mlir"] + ([f"{workload}.mlir"] if batch == 1 else [])
+    return next((directory / n for n in names if (directory / n).is_file()), None)
+
+
+def candidates(args, workload: str, batch: int) -> list[tuple[str, Callable]]:
+    """(label, thunk building the module) for each of our µGraphs of a workload."""
+    from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
+
+    out = [("plain", lambda: WORKLOADS[workload].module(batch, args.scale))]
+    out += [
+        (h, lambda b=build: b(batch, args.scale))
+        for h, (w, build) in HANDWRITTEN.items()
+        if w == workload
+    ]
+    if args.mlir_dir and (path := mlir_file(Path(args.mlir_dir), workload, batch)):
+
+        def load(path=path):
+            from mirage_xdsl.context import make_context
+            from mirage_xdsl.diagnostics import parse, verify
+
+            module = parse(make_context(), path.read_text(), str(path))
+            verify(module)
+            return module
+
+        out.append((f"file:{path.name}", load))
+    if args.search:
+
+        def search():
+            with time_cap(args.search_cap):
+                return superoptimized(WORKLOADS[workload].module(batch, args.scale))
+
+        out.append(("search", search))
+    return out
+
+
+def superoptimized(module):
+    """The search's best µGraph: ``mirage_xdsl.superoptimize``, else the pass."""
+    from mirage_xdsl.passes import ALL_PASSES
+
+    import mirage_xdsl
+    from mirage_xdsl.context import make_context
+
+    if (superoptimize := getattr(mirage_xdsl, "superoptimize", None)) is not None:
+        return superoptimize(module)
+    if "superoptimize" not in ALL_PASSES:
+        raise RuntimeError("the search (pass 'superoptimize') is not available")
+    module = module.clone()
+    ALL_PASSES["superoptimize"]()().apply(make_context(), module)
+    return module
+
+
+# --- one configuration --------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args):
+        import torch
+
+        from mirage_xdsl.runtime.check import FP16_TOLERANCE, INPUT_AMPLITUDE
+
+        self.args = args
+        self.torch = torch
+        self.tol = FP16_TOLERANCE
+        self.amplitude = INPUT_AMPLITUDE
+        self.timer = Timer(args.reps, args.warmup)
+        self.deadline = time.monotonic() + args.budget
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def setup(self, config: Config):
+        """Input sets on the GPU and the numpy reference for the first set."""
+        from mirage_xdsl.workloads import WORKLOADS, input_shapes
+
+        torch = self.torch
+        workload = WORKLOADS[config.workload]
+        module = workload.module(config.batch, self.args.scale)
+        shapes = input_shapes(module)
+        gen = torch.Generator(device="cuda").manual_seed(self.args.seed)
+        sets = [
+            [
+                (
+                    (torch.rand(s, device="cuda", generator=gen) * 2 - 1)
+                    * self.amplitude
+                ).half()
+                for s in shapes
+            ]
+            for _ in range(self.args.rotate)
+        ]
+        refs = workload.reference(*[x.float().cpu().numpy() for x in sets[0]])
+        config.min_bytes = sum(x.numel() * 2 for x in sets[0]) + sum(
+            r.size * 2 for r in refs
+        )
+        return sets, refs
+
+    def check(self, method: Method, outs, refs) -> bool:
+        from mirage_xdsl.runtime.check import compare
+
+        result = compare([o.float().cpu().numpy() for o in outs], refs, self.tol)
+        method.error = result.worst
+        if not result.ok:
+            method.status = "wrong"
+            method.note = result.summary()
+        return result.ok
+
+    def ours(self, config: Config, sets, refs) -> None:
+        from mirage_xdsl.runtime import compile
+        from mirage_xdsl.runtime.arguments import element_type
+
+        torch = self.torch
+        for label, make in candidates(self.args, config.workload, config.batch):
+            method = Method(label, "ours")
+            config.methods.append(method)
+            try:
+                t = time.perf_counter()
+                compiled = compile(make())
+                compiled.load()
+                method.build_s = time.perf_counter() - t
+                method.note = f"{len(compiled.program.launches)} launch(es)"
+                outs_per_set = [
+                    [
+                        torch.full(
+                            s.shape,
+                            float("nan"),
+                            dtype=element_type(s).torch_dtype(),
+                            device="cuda",
+                        )
+                        for s in compiled.outputs()
+                    ]
+                    for _ in sets
+                ]
+                compiled.poison_intermediates()
+                compiled.run(*sets[0], outputs=outs_per_set[0])
+                compiled.synchronize()
+                if not self.check(method, outs_per_set[0], refs):
+                    continue
+                calls = [
+                    (lambda xs=xs, os_=os_, c=compiled: c.run(*xs, outputs=os_))
+                    for xs, os_ in zip(sets, outs_per_set, strict=True)
+                ]
+                record_timing(method, *self.timer.time(calls))
+                compiled.synchronize()
+            except Exception as e:
+                method.status = "error"
+                method.note = one_line(e)
+                if "ILLEGAL" in method.note or "LAUNCH_FAILED" in method.note:
+                    raise  # the context is gone: nothing after this can run
+            finally:
+                torch.cuda.synchronize()
+
+    def torch_method(
+        self,
+        config: Config,
+        name: str,
+        fn: Callable,
+        sets,
+        refs,
+        cap: float | None = None,
+    ) -> None:
+        torch = self.torch
+        method = Method(name, "torch")
+        config.methods.append(method)
+        try:
+            t = time.perf_counter()
+            with time_cap(cap) if cap else contextlib.nullcontext():
+                outs = fn(*sets[0])
+                torch.cuda.synchronize()
+            method.build_s = time.perf_counter() - t
+            if not self.check(method, outs, refs):
+                return
+            record_timing(
+                method, *self.timer.time([(lambda xs=xs: fn(*xs)) for xs in sets])
+            )
+        except CompileTimeout as e:
+            method.status = "skipped"
+            method.note = f"compile cap: {e}"
+        except Exception as e:
+            method.note = one_line(e)
+            method.status = "skipped" if "CompileTimeout" in method.note else "error"
+        finally:
+            torch.cuda.synchronize()
+
+    def eager_and_sdpa(self, config: Config, sets, refs) -> None:
+        import baselines
+
+        self.torch_method(config, "eager", baselines.EAGER[config.workload], sets, refs)
+        if config.workload not in ("gqa", "qknorm_gqa"):
+            return
+        sdpa_sets = [baselines.sdpa_inputs(xs) for xs in sets]
+        for backend_name, backend in baselines.sdpa_backends().items():
+            fn = baselines.sdpa_variant(config.workload, backend)
+            self.torch_method(config, f"sdpa_{backend_name}", fn, sdpa_sets, refs)
+
+    def compiled(self, config: Config, sets, refs, mode: str | None) -> None:
+        import baselines
+
+        torch = self.torch
+        name = "compile" if mode is None else "max-autotune"
+        cap = min(self.args.compile_cap, self.remaining())
+        if cap < 10:
+            config.methods.append(
+                Method(name, "torch", "skipped", note="time budget spent")
+            )
+            return
+        torch._dynamo.reset()
+        options = {"dynamic": False}
+        if mode:
+            options["mode"] = mode
+        fn = torch.compile(baselines.EAGER[config.workload], **options)
+        self.torch_method(config, name, fn, sets, refs, cap=cap)
+
+
+def copy_roofline(timer: Timer) -> float:
+    """TB/s of a 1 GiB device-to-device copy, counting bytes read and written."""
+    import torch
+
+    src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda")
+    src.uniform_(-1, 1)
+    dst = torch.empty_like(src)
+    us, _ = timer.time([lambda: dst.copy_(src)])
+    return 2 * COPY_BYTES / (np.median(us) * 1e-6) / 1e12
+
+
+def status(m: Method) -> str:
+    return f"{m.median_us:.1f} µs" if m.status == "ok" else m.status
+
+
+def one_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def fmt(us: float | None) -> str:
+    return "—" if us is None else f"{us:.1f}"
+
+
+def cell(config: Config, names: tuple[str, ...]) -> str:
+    """Best time among methods whose name starts with one of ``names``."""
+    ms = [m for m in config.methods if m.kind == "torch" and m.name.startswith(names)]
+    ok = [m for m in ms if m.status == "ok"]
+    if ok:
+        best = min(ok, key=lambda m: m.median_us)
+        suffix = f" ({best.name.removeprefix('sdpa_')})" if names == ("sdpa_",) else ""
+        return f"{fmt(best.median_us)}{suffix}"
+    return ms[0].status if ms else "—"
+
+
+def markdown(configs: list[Config], copy_tbps: float) -> str:
+    head = (
+        "| workload | b | ours µs [p10–p90] | ours: µGraph | eager | compile | max-autotune | SDPA "
+        "| best PyTorch | speed-up | ours TB/s | % of copy | floor µs |"
+    )
+    lines = [head, "|" + " --- |" * 13]
+    for c in configs:
+        ours, base = c.best("ours"), c.best("torch")
+        floor = c.min_bytes / (copy_tbps * 1e12) * 1e6
+        if ours:
+            tbps = c.min_bytes / (ours.median_us * 1e-6) / 1e12
+            ours_cells = [
+                f"{ours.median_us:.1f} [{ours.p10_us:.1f}–{ours.p90_us:.1f}]",
+                ours.name,
+            ]
+            bw = [f"{tbps:.2f}", f"{100 * tbps / copy_tbps:.0f}%"]
+        else:
+            failed = [f"{m.name}: {m.status}" for m in c.methods if m.kind == "ours"]
+            ours_cells, bw = ["—", ", ".join(failed)], ["—", "—"]
+        speedup = f"{base.median_us / ours.median_us:.2f}×" if ours and base else "—"
+        best = f"{fmt(base.median_us)} ({base.name})" if base else "—"
+        lines.append(
+            f"| {c.workload} | {c.batch} | "
+            + " | ".join(ours_cells)
+            + f" | {cell(c, ('eager',))} | {cell(c, ('compile',))} | {cell(c, ('max-autotune',))}"
+            + f" | {cell(c, ('sdpa_',)) if c.workload.endswith('gqa') else '—'} | {best} | {speedup} | "
+            + " | ".join(bw)
+            + f" | {floor:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def details(configs: list[Config], copy_tbps: float) -> str:
+    """Every method of every configuration, with achieved bandwidth."""
+    lines = [
+        "| workload | b | method | status | median µs | p10 | p90 | TB/s (% of copy) "
+        "| rel. L2 | build s | note |",
+        "|" + " --- |" * 11,
+    ]
+    for c in configs:
+        for m in c.methods:
+            err = "" if m.error is None else f"{m.error:.1e}"
+            bw = ""
+            if m.status == "ok":
+                tbps = c.min_bytes / (m.median_us * 1e-6) / 1e12
+                bw = f"{tbps:.2f} ({100 * tbps / copy_tbps:.0f}%)"
+            lines.append(
+                f"| {c.workload} | {c.batch} | {m.kind}/{m.name} | {m.status} | {fmt(m.median_us)} "
+                f"| {fmt(m.p10_us)} | {fmt(m.p90_us)} | {bw} | {err} | {m.build_s:.1f} "
+                f"| {m.note.replace('|', '/')} |"
+            )
+    return "\n".join(lines)
+
+
+def plot(configs: list[Config], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "bench.png skipped: matplotlib is not installed"
+    series = {
+        "ours": lambda c: c.best("ours"),
+        "eager": lambda c: _named(c, "eager"),
+        "compile": lambda c: _named(c, "compile"),
+        "max-autotune": lambda c: _named(c, "max-autotune"),
+        "SDPA (best)": lambda c: _best_prefix(c, "sdpa_"),
+    }
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(configs)), 4.5))
+    width = 0.8 / len(series)
+    lowest = float("inf")
+    for i, (label, pick) in enumerate(series.items()):
+        xs, ys, lo, hi = [], [], [], []
+        for j, c in enumerate(configs):
+            m = pick(c)
+            if m is not None and m.status == "ok":
+                xs.append(j + (i - len(series) / 2 + 0.5) * width)
+                ys.append(m.median_us)
+                lo.append(m.median_us - m.p10_us)
+                hi.append(m.p90_us - m.median_us)
+        if xs:
+            lowest = min(lowest, min(ys))
+            ax.bar(xs, ys, width, yerr=[lo, hi], label=label, capsize=2)
+    ax.set_xticks(
+        range(len(configs)), [f"{c.workload}\nb={c.batch}" for c in configs], fontsize=8
+    )
+    ax.set_yscale("log")
+    if lowest < float("inf"):
+        ax.set_ylim(bottom=lowest / 2)
+    ax.set_ylabel("µs (median; bars: p10–p90)")
+    ax.set_title("GPU time per call (CUDA graph, L2 flushed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return f"wrote {path}"
+
+
+def _named(c: Config, name: str) -> Method | None:
+    return next((m for m in c.methods if m.name == name), None)
+
+
+def _best_prefix(c: Config, prefix: str) -> Method | None:
+    ok = [m for m in c.methods if m.name.startswith(prefix) and m.status == "ok"]
+    return min(ok, key=lambda m: m.median_us, default=None)
+
+
+def environment() -> dict[str, str]:
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    env = {
+        "gpu": props.name,
+        "sms": str(props.multi_processor_count),
+        "l2_mb": f"{getattr(props, 'L2_cache_size', 0) / 2**20:.0f}",
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "python": sys.version.split()[0],
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return env
+
+
+# --- dry run (no GPU) ------------------------------------------------------------------------
+
+
+def dry_run(args, workloads: list[str]) -> int:
+    """Build and compile our candidates; check the PyTorch baselines on the CPU."""
+    from mirage_xdsl.runtime import CompiledProgram, lower
+    from mirage_xdsl.runtime.check import compare
+    from mirage_xdsl.workloads import WORKLOADS, random_inputs
+
+    problems = 0
+    try:
+        import baselines
+        import torch
+    except ImportError as e:
+        baselines = None
+        print(f"PyTorch baselines not checked: {e}")
+    for name in workloads:
+        for batch in args.batches:
+            module = WORKLOADS[name].module(batch, args.scale)
+            xs = random_inputs(module, args.seed, -0.25, 0.25)
+            refs = WORKLOADS[name].reference(*xs)
+            for label, make in candidates(args, name, batch):
+                try:
+                    program = lower(make())
+                    CompiledProgram(program)
+                    print(
+                        f"  ok     {name} b={batch} ours/{label}: {len(program.launches)} launch(es)"
+                    )
+                except Exception as e:
+                    problems += 1
+                    print(f"  ERROR  {name} b={batch} ours/{label}: {one_line(e)}")
+            if baselines is not None:
+                ts = [torch.from_numpy(x.astype(np.float32)) for x in xs]
+                outs = baselines.EAGER[name](*ts)
+                result = compare([o.numpy() for o in outs], refs, 1e-4)
+                problems += not result.ok
+                verdict = "ok" if result.ok else "WRONG"
+                print(
+                    f"  {verdict:6s} {name} b={batch} torch/eager (fp32, CPU): {result.summary()}"
+                )
+                fn = baselines.sdpa_variant(name, baselines.sdpa_backends()["math"])
+                if fn is not None:
+                    outs = fn(*baselines.sdpa_inputs(ts))
+                    result = compare([o.numpy() for o in outs], refs, 1e-4)
+                    problems += not result.ok
+                    verdict = "ok" if result.ok else "WRONG"
+                    print(
+                        f"  {verdict:6s} {name} b={batch} torch/sdpa_math (fp32, CPU): {result.summary()}"
+                    )
+    print(f"bench --dry-run: {problems} problem(s)")
+    return 1 if problems else 0
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    from mirage_xdsl.workloads import WORKLOADS
+
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--only", nargs="+", choices=sorted(WORKLOADS), help="workloads to run"
+    )
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    p.add_argument(
+        "--scale", type=int, default=1, help="divide the workloads' large dims"
+    )
+    p.add_argument(
+        "--mlir-dir",
+        help="folder of µGraphs: <workload>.mlir / <workload>_b<batch>.mlir",
+    )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="also time mirage_xdsl.superoptimize's result",
+    )
+    p.add_argument("--search-cap", type=float, default=120, help="seconds per search")
+    p.add_argument(
+        "--no-compile", action="store_true", help="skip torch.compile (both modes)"
+    )
+    p.add_argument(
+        "--no-max-autotune", action="store_true", help="skip torch.compile max-autotune"
+    )
+    p.add_argument(
+        "--compile-cap", type=float, default=150, help="seconds per torch.compile"
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=400,
+        help="seconds after which no compilation starts",
+    )
+    p.add_argument("--reps", type=int, default=200, help="timed repetitions per method")
+    p.add_argument("--warmup", type=int, default=20, help="untimed replays first")
+    p.add_argument("--rotate", type=int, default=4, help="input sets, used in turn")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--out", default=os.environ.get("OUT"), help="folder for bench.json/.md/.png"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="no GPU: build and check only"
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from mirage_xdsl.workloads import WORKLOADS
+
+    workloads = args.only or list(WORKLOADS)
+    if args.dry_run:
+        return dry_run(args, workloads)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench: no CUDA device visible to torch; use --dry-run without a GPU")
+        return 2
+    begin = time.monotonic()
+    env = environment()
+    print("bench: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
+    bench = Bench(args)
+
+    copy_tbps = copy_roofline(bench.timer)
+    print(
+        f"bench: copy roofline {copy_tbps:.2f} TB/s (1 GiB device-to-device, read + write)",
+        flush=True,
+    )
+
+    configs = [Config(w, b) for w in workloads for b in args.batches]
+    inputs = {}
+    aborted = ""
+    try:
+        for c in configs:
+            sets, refs = bench.setup(c)
+            inputs[(c.workload, c.batch)] = (sets, refs)
+            bench.ours(c, sets, refs)
+            bench.eager_and_sdpa(c, sets, refs)
+            print(
+                f"bench: {c.workload} b={c.batch}: "
+                + ", ".join(f"{m.name} {status(m)}" for m in c.methods),
+                flush=True,
+            )
+        modes = (
+            []
+            if args.no_compile
+            else [None]
+            + ([] if args.no_max_autotune else ["max-autotune-no-cudagraphs"])
+        )
+        for mode in modes:
+            for c in configs:
+                sets, refs = inputs[(c.workload, c.batch)]
+                bench.compiled(c, sets, refs, mode)
+                m = c.methods[-1]
+                print(
+                    f"bench: {c.workload} b={c.batch}: {m.name} {status(m)} (build {m.build_s:.0f} s) {m.note}",
+                    flush=True,
+                )
+    except Exception as e:  # a kernel fault spoils the CUDA context: report what ran
+        aborted = f"; ABORTED: {one_line(e)}"
+        print(f"bench: aborted: {one_line(e)}", flush=True)
+
+    table = markdown(configs, copy_tbps)
+    detail = details(configs, copy_tbps)
+    summary = (
+        f"bench: {len(configs)} configurations in {time.monotonic() - begin:.0f} s on {env['gpu']}; "
+        f"copy roofline {copy_tbps:.2f} TB/s; times are medians of {args.reps} CUDA-graph replays, "
+        f"L2 flushed before each, {args.rotate} input sets rotated{aborted}"
+    )
+    print()
+    print(detail)
+    print()
+    print(table)
+    print()
+    print(summary)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench.md").write_text(f"{table}\n\n{summary}\n\n{detail}\n")
+        report = {
+            "environment": env,
+            "options": vars(args),
+            "copy_tbps": copy_tbps,
+            "configs": [asdict(c) for c in configs],
+            "summary": summary,
+        }
+        (out / "bench.json").write_text(json.dumps(report, indent=1))
+        print(plot(configs, out / "bench.png"))
+    ours_ok = all(c.best("ours") is not None for c in configs)
+    return 0 if ours_ok and not aborted else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

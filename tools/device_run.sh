@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The GPU run, on a machine with an NVIDIA GPU, PyTorch and cuda-python but no
+# package registry. Run from the repository root after preparing the wheels on
+# a machine with network access:
+#
+#   ../shared/device/wheels.sh           # builds .device/wheels (project + deps)
+#   ... copy the repository with .device/ to the GPU machine, then there:
+#   tools/device_run.sh [STAGE] [TOOL OPTIONS...]
+#
+# STAGE: install | test | check | bench | all (default: all = install, test, check, bench)
+# TOOL OPTIONS go to tools/gpu_check.py (check) or tools/bench.py (bench).
+# Results go to $OUT (default ./device-out): device_run.log, gpu_check.{json,md},
+# bench.{json,md,png}. Exit status: 0 when every stage passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+stage=${1:-all}
+[[ $# -gt 0 ]] && shift
+export OUT=${OUT:-$PWD/device-out}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+LIMIT=${DEVICE_RUN_SECONDS:-570}   # the whole 'all' run stays inside this
+status=0
+
+install() {
+  local wheels=.device/wheels
+  if ! ls "$wheels"/*.whl >/dev/null 2>&1; then
+    echo "device_run: no wheels in $wheels; build them first (shared/device/wheels.sh)"
+    return 1
+  fi
+  # --force-reinstall: a machine kept warm between runs already has an older build
+  # of the same version, which pip would otherwise keep.
+  "$PY" -m pip install -q --no-index --find-links "$wheels" --no-deps --force-reinstall \
+    "$wheels"/*.whl || return 1
+  "$PY" -P - <<'PY' || return 1
+import importlib, sys
+import mirage_xdsl.runtime
+from mirage_xdsl.runtime.driver import gpu_unavailable_reason
+from mirage_xdsl.runtime.compile import nvrtc_version
+missing = [m for m in ("torch", "cuda.bindings", "xdsl", "z3") if importlib.util.find_spec(m) is None]
+print("device_run: installed", mirage_xdsl.__file__)
+print("device_run: nvrtc %d.%d" % nvrtc_version(), "| missing:", missing or "nothing")
+reason = gpu_unavailable_reason()
+print("device_run: gpu", "OK" if reason is None else reason)
+sys.exit(1 if missing or reason else 0)
+PY
+}
+
+run_tests() {
+  # -P: keep the source tree's mirage_xdsl/ (not importable as is) off sys.path
+  "$PY" -P -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -rs
+}
+
+run_check() { "$PY" tools/gpu_check.py --out "$OUT" "$@"; }
+
+run_bench() {
+  local budget=${BENCH_BUDGET:-}
+  if [[ -z "$budget" && "$stage" == all ]]; then
+    # what is left of the limit, less the timing that follows the last compilation
+    budget=$(( LIMIT - SECONDS - 60 ))
+    (( budget < 60 )) && budget=60
+  fi
+  "$PY" tools/bench.py --out "$OUT" ${budget:+--budget "$budget"} "$@"
+}
+
+step() {
+  local name=$1; shift
+  echo "=== device_run: $name ($(date +%T), ${SECONDS}s)"
+  "$@"
+  local rc=$?
+  echo "=== device_run: $name exit $rc"
+  (( rc != 0 )) && status=1
+  return $rc
+}
+
+main() {
+  case "$stage" in
+    install) step install install ;;
+    test) step test run_tests ;;
+    check) step check run_check "$@" ;;
+    bench) step bench run_bench "$@" ;;
+    all)
+      step install install || return 1
+      step test run_tests
+      step check run_check
+      step bench run_bench
+      ;;
+    *) echo "device_run: unknown stage '$stage' (install|test|check|bench|all)"; return 2 ;;
+  esac
+  return $status
+}
+
+main "$@" 2>&1 | tee -a "$OUT/device_run.log"
+rc=${PIPESTATUS[0]}
+exit "$rc"
