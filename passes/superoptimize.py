@@ -53,7 +53,7 @@ class Superoptimize(ModulePass):
     jobs: int = 0
     no_prune: bool = False
     chain: str = "partial"
-    trials: int = 4
+    trials: int = 0
     emit_rewrites: str = ""
 
     def options(self) -> SearchOptions:
@@ -66,10 +66,11 @@ class Superoptimize(ModulePass):
                 ("budget", self.budget),
                 ("max-ops", self.max_ops),
                 ("max-kernels", self.max_kernels),
-                ("trials", self.trials),
             ):
                 if value <= 0:
                     raise ValueError(f"option '{what}' must be positive, got {value}")
+            if self.trials < 0:
+                raise ValueError(f"option 'trials' must be >= 0, got {self.trials}")
             return SearchOptions(
                 budget=self.budget,
                 max_ops=self.max_ops,

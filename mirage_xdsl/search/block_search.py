@@ -245,13 +245,19 @@ class BlockSearch:
         return Tensor(shape, labels, expr, phase, partial), value
 
     def _specs(self, new: set[int], count: int) -> Iterator[tuple[str, tuple, dict]]:
-        """Ops with at least one operand in ``new``, each once."""
+        """Ops with at least one operand in ``new``, each once.
+
+        Operand pairs are filtered on labels and phases first, once per pair
+        rather than once per op kind: most pairs of tensors cannot meet.
+        """
         loop = self.layout.loop is not None
+        reduced = self.scope.reduced
+        tensors = [c.tensor for c in self.classes]
         for n in sorted(new):
-            rank = len(self.classes[n].tensor.shape)
+            tn = tensors[n]
             for kind in R.UNARY:
                 yield kind, (n,), {}
-            for d in range(rank):
+            for d in range(len(tn.shape)):
                 yield "reduce_sum", (n,), {"dim": d}
             if loop:
                 for r in R.ACCUM_REDUCTIONS:
@@ -261,14 +267,36 @@ class BlockSearch:
             for j in range(count):
                 if j == n or (j in new and j > n):
                     continue
-                a, b = min(j, n), max(j, n)
-                yield "add", (a, b), {}
-                yield "mul", (a, b), {}
+                tj = tensors[j]
+                if {tj.phase, tn.phase} == {R.LOOP, R.POST}:
+                    continue
+                if len(tj.labels) != len(tn.labels):
+                    continue
+                if L.broadcast(tj.labels, tn.labels) is not None:
+                    a, b = min(j, n), max(j, n)
+                    yield "add", (a, b), {}
+                    yield "mul", (a, b), {}
+                    yield "div", (j, n), {}
+                    yield "div", (n, j), {}
                 for x, y in ((j, n), (n, j)):
-                    yield "div", (x, y), {}
-                    yield "matmul", (x, y), {}
-                    for d in range(rank):
-                        yield "concat", (x, y), {"dim": d}
+                    if L.matmul(tensors[x].labels, tensors[y].labels) is not None:
+                        yield "matmul", (x, y), {}
+                differ = [
+                    d
+                    for d, (p, q) in enumerate(zip(tj.labels, tn.labels, strict=True))
+                    if p != q
+                ]
+                if (
+                    len(differ) == 1
+                    and {tj.labels[differ[0]], tn.labels[differ[0]]} <= reduced
+                ):
+                    yield "concat", (j, n), {"dim": differ[0]}
+                    yield "concat", (n, j), {"dim": differ[0]}
+
+    def _small_enough(self, operands: tuple[int, ...]) -> bool:
+        """A cheap necessary condition for the derivation to fit max_ops."""
+        biggest = max(len(self.classes[v].deriv) for v in operands)
+        return biggest + 1 <= self.max_ops
 
     def saturate(self) -> None:
         if not self.ok:
@@ -282,13 +310,15 @@ class BlockSearch:
                 if self.stats.explored % 512 == 0 and time.monotonic() > self.deadline:
                     self.stats.stopped = True
                     return
-                below = frozenset().union(*(self.classes[v].deriv for v in operands))
-                if len(below) + 1 > self.max_ops:
+                if not self._small_enough(operands):
                     continue
                 made = self.make(kind, operands, attrs)
                 if made is None:
                     continue
                 tensor, value = made
+                below = frozenset().union(*(self.classes[v].deriv for v in operands))
+                if len(below) + 1 > self.max_ops:
+                    continue
                 op = Op(kind, operands, tuple(sorted(attrs.items())))
                 key = self._key(tensor, value)
                 hit = self._by_fp.get(key)

@@ -75,15 +75,15 @@ def valid(value: np.ndarray) -> bool:
 
 
 def fingerprint(value: np.ndarray) -> bytes:
-    """A hash of the values to ``DIGITS`` significant digits, and the shape."""
+    """A hash of the shape and the values to ``DIGITS`` digits of their scale."""
     v = np.asarray(value, np.float64)
-    with np.errstate(all="ignore"):
-        mag = np.where(v == 0, 1.0, np.abs(v))
-        scale = 10.0 ** (DIGITS - 1 - np.floor(np.log10(mag)))
-        rounded = np.round(v * scale) / scale
+    scale = float(np.max(np.abs(v))) if v.size else 0.0
+    if scale > 0:
+        v = np.rint(v * (10.0**DIGITS / scale))
     h = hashlib.blake2b(digest_size=16)
     h.update(str(v.shape).encode())
-    h.update(np.ascontiguousarray(rounded).tobytes())
+    h.update(np.format_float_positional(scale, precision=4, fractional=False).encode())
+    h.update(np.ascontiguousarray(v).tobytes())
     return h.digest()
 
 

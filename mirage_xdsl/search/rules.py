@@ -213,6 +213,9 @@ def apply(
     got = RULES[kind](scope, ts, attrs)
     if got is None:
         return None
+    axes = [label for label in got[0] if L.is_axis(label)]
+    if len(set(axes)) != len(axes):
+        return None  # no value of the program pairs an axis with itself
     if kind == "forloop_accum":
         phase = POST
     return got[0], got[1], phase
