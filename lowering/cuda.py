@@ -26,6 +26,7 @@ from xdsl.utils.target import Target
 
 from mirage_xdsl.context import make_context
 from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.interpreter import entry_function
 
 
 def lowered(module: ModuleOp) -> ModuleOp:
@@ -120,14 +121,13 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
 
 
 def host_function(module: ModuleOp, function: str | None) -> func.FuncOp:
-    hosts = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    if function is not None:
-        hosts = [h for h in hosts if h.sym_name.data == function]
-    if not hosts:
+    """The function to lower, chosen as the interpreter chooses what to run."""
+    try:
+        return entry_function(module, function)
+    except ValueError:
         raise MirageError(
             f"error: no function {function or ''} to lower".replace("  ", " ")
-        )
-    return hosts[0]
+        ) from None
 
 
 def generate_program(module: ModuleOp, function: str | None = None) -> GpuProgram:
