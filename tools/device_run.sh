@@ -49,7 +49,12 @@ PY
 
 run_tests() {
   # -P: keep the source tree's mirage_xdsl/ (not importable as is) off sys.path
-  "$PY" -P -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -rs
+  local rc=0
+  "$PY" -P -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py \
+    tests/test_torch_gpu.py -rs || rc=1
+  # the documentation's GPU examples (the rest runs in CI)
+  "$PY" -P -m pytest -q -p no:cacheprovider tests/test_docs.py -rs || rc=1
+  return $rc
 }
 
 run_check() { "$PY" tools/gpu_check.py --out "$OUT" "$@"; }
