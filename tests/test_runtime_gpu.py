@@ -117,7 +117,10 @@ FAULT = textwrap.dedent(
 
 def test_kernel_fault_is_reported_by_name() -> None:
     # A fault spoils the context for the rest of the process: run it apart.
-    proc = subprocess.run([sys.executable, "-c", FAULT], capture_output=True, text=True)
+    # -P: the source tree's mirage_xdsl/ must not shadow the installed package
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", FAULT], capture_output=True, text=True
+    )
     assert proc.returncode != 0
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in proc.stderr, proc.stderr[-2000:]
 

@@ -14,14 +14,19 @@
 
 Results are processed in task order and ties broken by program text, so the
 answer does not depend on the number of workers (when the search finishes
-within its budget). SIGINT and SIGTERM stop the search; what was found so
-far is verified and returned, and nothing is written to the cache.
+within its budget). SIGINT and SIGTERM stop the search (a second one
+aborts), and so does a worker process that dies: what was found so far is
+verified and returned, and nothing is written to the cache. The cache itself
+is written atomically (``cache.py``), so a process killed at any point leaves
+it readable.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -173,23 +178,41 @@ _WORKER: Worker | None = None
 def _init_worker(text: str, options: SearchOptions) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _exit_with_parent(os.getppid())
     global _WORKER
     _WORKER = Worker(text, options)
 
 
-def _run_task(args: tuple[Task, float]):
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when the search process is gone (killed with SIGKILL,
+    say): the pool's pipes stay open in the workers themselves, so an orphan
+    would otherwise run its task to the deadline and then wait forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _run_chunk(chunk: list[tuple[Task, float]]) -> list:
     assert _WORKER is not None
-    return _WORKER.run(*args)
+    return [_WORKER.run(*args) for args in chunk]
 
 
 # --- main side -----------------------------------------------------------------
 
 
 class _Stop:
+    """A stop request: the first signal asks for the best so far, a second aborts."""
+
     def __init__(self) -> None:
         self.reason = ""
 
     def __call__(self, signum: int, frame: object) -> None:
+        if self.reason.startswith("SIG"):
+            raise KeyboardInterrupt
         self.reason = signal.Signals(signum).name
 
 
@@ -212,6 +235,59 @@ def _tasks(generator: Generator, frontier: list[Prefix], final: bool) -> list[Ta
     return [Task(p, item, final) for p in frontier for item in generator.items(p)]
 
 
+CHUNK = 4
+"""Tasks sent to a worker at a time: fewer round trips, still balanced."""
+
+POLL_SECONDS = 0.2
+"""How often the main process, waiting on workers, checks for a stop request,
+the budget and a dead worker: a task can run long, and Ctrl-C must not wait
+for it."""
+
+
+class _Workers:
+    """A fork pool that can tell when one of its processes died.
+
+    ``multiprocessing.Pool`` replaces a worker killed from outside but loses the
+    task it was running, so waiting for that result would hang forever; the
+    main process checks the processes it started instead.
+    """
+
+    def __init__(self, count: int, text: str, options: SearchOptions):
+        before = set(multiprocessing.active_children())
+        ctx = multiprocessing.get_context("fork")
+        self.pool = ctx.Pool(count, _init_worker, (text, options))
+        self.processes = set(multiprocessing.active_children()) - before
+
+    def dead(self) -> str:
+        """Why a worker is gone (``""`` while all live)."""
+        for p in sorted(self.processes, key=lambda p: p.pid or 0):
+            if not p.is_alive():
+                code = p.exitcode or 0
+                how = signal.Signals(-code).name if code < 0 else f"exit {code}"
+                return f"worker {p.pid} died ({how})"
+        return ""
+
+    def results(self, args: list, stop: _Stop, deadline: float) -> Iterator:
+        """Task results in order, until done, stopped, out of budget or broken."""
+        chunks = [args[i : i + CHUNK] for i in range(0, len(args), CHUNK)]
+        it = self.pool.imap(_run_chunk, chunks)
+        for _ in chunks:
+            while True:
+                try:
+                    yield from it.next(timeout=POLL_SECONDS)
+                    break
+                except multiprocessing.TimeoutError:
+                    if stop.reason or time.monotonic() > deadline:
+                        return
+                    if lost := self.dead():
+                        stop.reason = lost
+                        return
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+
 def _search(
     text: str,
     options: SearchOptions,
@@ -223,10 +299,7 @@ def _search(
     local = Worker(text, options)
     report.prune_available = local.generator.pruner.available
     workers = options.workers()
-    pool = None
-    if workers > 1:
-        ctx = multiprocessing.get_context("fork")
-        pool = ctx.Pool(workers, _init_worker, (text, options))
+    pool = _Workers(workers, text, options) if workers > 1 else None
     candidates: list[Candidate] = []
     frontier = [Prefix()]
     try:
@@ -236,7 +309,7 @@ def _search(
             frontier = []
             args = [(t, deadline) for t in tasks]
             results = (
-                pool.imap(_run_task, args, chunksize=4)
+                pool.results(args, stop, deadline)
                 if pool
                 else (local.run(*a) for a in args)
             )
@@ -252,14 +325,15 @@ def _search(
                     f"{report.screened} candidates"
                 )
                 if stop.reason or time.monotonic() > deadline:
-                    report.stopped = stop.reason or "budget"
-                    return candidates
+                    break
+            if stop.reason or time.monotonic() > deadline:
+                report.stopped = stop.reason or "budget"
+                return candidates
             if not frontier:
                 break
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.close()
     return candidates
 
 
@@ -281,8 +355,8 @@ def _pick(
     report: Report,
 ) -> tuple[float, UGraph]:
     verified: list[tuple[float, UGraph]] = []
-    want = 1 if stop.reason else options.verify_top
     for c in sorted((c for c in candidates if c.screened), key=Candidate.order):
+        want = 1 if stop.reason else options.verify_top  # a stop ends it early
         if len(verified) >= want or c.cost >= input_cost:
             break
         check = check_equivalent(
