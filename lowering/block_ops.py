@@ -11,7 +11,7 @@ copies its operands side by side. Accumulation across the for-loop lives in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from mirage_xdsl.dialects import block
@@ -29,7 +29,7 @@ from mirage_xdsl.lowering.tiles import (
     reduce_rows,
     store,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 
 class TileEnv(Protocol):
@@ -51,26 +51,53 @@ def elementwise(env: TileEnv, op: t.TensorOp) -> None:
     for_each_element(b, env.threads, dst.shape, element)
 
 
+def ops_computing(body: Block, roots: Sequence[SSAValue]) -> list[t.TensorOp]:
+    """The thread ops of ``body`` that ``roots`` depend on, in program order."""
+    needed = set(roots)
+    ops: list[t.TensorOp] = []
+    for inner in reversed(list(body.ops)):
+        if isinstance(inner, t.TensorOp) and inner.results[0] in needed:
+            needed.update(inner.operands)
+            ops.append(inner)
+    return ops[::-1]
+
+
 def thread_graph(env: TileEnv, op: block.ThreadGraphOp) -> None:
-    """The fused chain, evaluated in registers once per output element."""
+    """The fused chain, evaluated in registers once per output element.
+
+    The results of one thread graph may differ in shape (a result computed only
+    from a broadcast operand is smaller than the others), so each result shape
+    gets its own block-stride loop, evaluating only the ops its results depend
+    on: a single loop over one result's shape would write the smaller tiles
+    past their end, or leave the larger ones short.
+    """
     b = env.b
-    ins = [env.tile(v) for v in op.inputs]
-    outs = [env.tile(v) for v in op.outputs]
+    ins = dict(zip(op.entry.args, (env.tile(v) for v in op.inputs), strict=True))
+    yielded = list(op.entry.last_op.operands)  # type: ignore[union-attr]
+    outs = list(zip(yielded, (env.tile(v) for v in op.outputs), strict=True))
+    for shape in dict.fromkeys(tile.shape for _, tile in outs):
+        group = [(v, tile) for v, tile in outs if tile.shape == shape]
+        ops = ops_computing(op.entry, [v for v, _ in group])
 
-    def element(index: list[Ix]) -> None:
-        values: dict[SSAValue, SSAValue] = {
-            arg: load(b, tile, index)
-            for arg, tile in zip(op.entry.args, ins, strict=True)
-        }
-        for inner in op.entry.ops:
-            if isinstance(inner, t.TensorOp):
-                args = [values[v] for v in inner.operands]
+        def element(
+            index: list[Ix],
+            group: list[tuple[SSAValue, TileRef]] = group,
+            ops: list[t.TensorOp] = ops,
+        ) -> None:
+            values: dict[SSAValue, SSAValue] = {}
+
+            def value(v: SSAValue) -> SSAValue:
+                if v not in values:  # a region argument, read on first use
+                    values[v] = load(b, ins[v], index)
+                return values[v]
+
+            for inner in ops:
+                args = [value(v) for v in inner.operands]
                 values[inner.results[0]] = SCALAR[inner.KIND](b, *args)
-            else:  # thread.yield
-                for v, tile in zip(inner.operands, outs, strict=True):
-                    store(b, values[v], tile, index)
+            for v, tile in group:
+                store(b, value(v), tile, index)
 
-    for_each_element(b, env.threads, outs[0].shape, element)
+        for_each_element(b, env.threads, shape, element)
 
 
 def reduce_sum(env: TileEnv, op: block.ReduceSumOp) -> None:

@@ -23,7 +23,8 @@ barrier follows every op, since each op is a collective over whole tiles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
@@ -92,6 +93,83 @@ def apply_after(kind: str) -> Epilogue:
     return epilogue
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A block graph's ops grouped in the order the kernel runs them.
+
+    The kernel body is emitted in this order and shared memory is planned on
+    it, so a tile's live range covers everything that happens to it: every
+    loop-invariant input is copied in before any invariant op runs (one
+    ``cp.async`` group), the accumulators are updated at the end of each
+    iteration, and output tiles are stored after all the ops after the loop.
+    Planning on program order instead lets a tile share bytes with an input
+    that is still to be read, or with an output still to be stored.
+    """
+
+    loads: list[block.InputOp]
+    """Loop-invariant inputs, copied into shared memory first."""
+    before: list[Operation]
+    """Loop-invariant ops, run once before the loop."""
+    staged: list[block.InputOp]
+    """Per-iteration inputs, prefetched into rings of stages."""
+    loop: list[Operation]
+    """Ops run on every iteration."""
+    accs: list[block.ForloopAccumOp]
+    """Accumulators: zeroed before the loop, updated at the end of each iteration."""
+    after: list[Operation]
+    """Ops run once after the loop."""
+    outputs: list[block.OutputOp]
+    """Tiles stored to device memory at the end."""
+
+    def order(self) -> list[Operation | str]:
+        """Every op in running order; ``"init"`` marks zeroing the accumulators."""
+        return [
+            *self.loads,
+            *self.before,
+            "init",
+            *self.staged,
+            *self.loop,
+            *self.accs,
+            *self.after,
+            *self.outputs,
+        ]
+
+    @property
+    def init(self) -> int:
+        """Position of ``"init"`` in :meth:`order`."""
+        return len(self.loads) + len(self.before)
+
+    @property
+    def loop_end(self) -> int:
+        """Position of the last step of an iteration in :meth:`order`."""
+        return self.init + len(self.staged) + len(self.loop) + len(self.accs)
+
+
+def schedule_of(
+    ops: Sequence[Operation], phase: Callable[[Operation], Phase]
+) -> Schedule:
+    """Group a block graph's ops (in program order) by when the kernel runs them."""
+
+    def pick(p: Phase, cls: type | None = None, skip: tuple[type, ...] = ()) -> list:
+        return [
+            o
+            for o in ops
+            if phase(o) == p
+            and (cls is None or isinstance(o, cls))
+            and not isinstance(o, skip)
+        ]
+
+    return Schedule(
+        loads=pick(Phase.INVARIANT, block.InputOp),
+        before=pick(Phase.INVARIANT, skip=(block.InputOp,)),
+        staged=pick(Phase.LOOP, block.InputOp),
+        loop=pick(Phase.LOOP, skip=(block.InputOp,)),
+        accs=pick(Phase.POST, block.ForloopAccumOp),
+        after=pick(Phase.POST, skip=(block.ForloopAccumOp, block.OutputOp)),
+        outputs=pick(Phase.POST, block.OutputOp),
+    )
+
+
 class KernelLowering:
     """Builds the body of one kernel from a customized op's block graph."""
 
@@ -104,12 +182,10 @@ class KernelLowering:
         self.args = dict(zip(op.entry.args, fn.body.block.args, strict=False))
         self.results = list(fn.body.block.args[len(op.inputs) :])
         ops = list(op.entry.ops)
-        self.invariant = [o for o in ops if self._phase(o) == Phase.INVARIANT]
-        self.loop = [o for o in ops if self._phase(o) == Phase.LOOP]
-        self.post = [o for o in ops if self._phase(o) == Phase.POST]
+        self.schedule = schedule_of(ops, self._phase)
         self.fused = {
             o: o.results[0].get_user_of_unique_use()
-            for o in self.loop
+            for o in self.schedule.loop
             if isinstance(o, block.MatmulOp)
             and self.forloop > 1
             and o.results[0].has_one_use()
@@ -164,10 +240,8 @@ class KernelLowering:
 
     def plan(self) -> int:
         """Allocate the tiles; returns the dynamic shared memory in bytes."""
-        schedule = [*self.invariant, "init", *self.loop, *self.post]
-        pos = {o: i for i, o in enumerate(schedule)}
-        init = pos["init"]
-        loop_end = init + len(self.loop)
+        pos = {o: i for i, o in enumerate(self.schedule.order())}
+        init, loop_end = self.schedule.init, self.schedule.loop_end
         storage = self.storage()
         live: dict[SSAValue, Interval] = {}
         for v in storage:
@@ -179,6 +253,10 @@ class KernelLowering:
                 start = pos[producers[0]]
             uses = [pos[u.operation] for u in v.uses if u.operation in pos]
             end = max(uses, default=start)
+            if owner in self.schedule.loads:
+                # All copied by one cp.async group, which lands only at the
+                # wait before the first op that may read them.
+                start, end = 0, max(end, len(self.schedule.loads))
             if isinstance(owner, block.ForloopAccumOp) or self.staged(owner):
                 start, end = init, max(end, loop_end)
             elif start < init and end > init:
@@ -384,41 +462,36 @@ class KernelLowering:
             for d, g in zip(dims, self.op.grid_dims, strict=True)
         ]
         shared = self.plan()
-        loads = [o for o in self.invariant if isinstance(o, block.InputOp)]
-        staged = [o for o in self.loop if isinstance(o, block.InputOp)]
-        for o in loads:
+        sched = self.schedule
+        for o in sched.loads:
             self.load_input(o, 0, 0)
         b.insert(CpAsyncCommitOp())
-        rest = [o for o in self.invariant if not isinstance(o, block.InputOp)]
-        if rest or not staged:
+        if sched.before or not sched.staged:
             b.insert(CpAsyncWaitOp(0))
             b.insert(gpu.BarrierOp())
-        for o in rest:
+        for o in sched.before:
             self.compute(o)
-        accs = [o for o in self.post if isinstance(o, block.ForloopAccumOp)]
-        for acc in accs:
+        for acc in sched.accs:
             self.zero(acc)
-        if accs:
+        if sched.accs:
             b.insert(gpu.BarrierOp())
-        self.emit_loop(staged)
-        for acc in accs:
+        self.emit_loop()
+        for acc in sched.accs:
             self.finalize(acc)
-        if any(acc.reduction in ("mean", "rms") for acc in accs):
+        if any(acc.reduction in ("mean", "rms") for acc in sched.accs):
             b.insert(gpu.BarrierOp())
-        outputs = [o for o in self.post if isinstance(o, block.OutputOp)]
-        for o in self.post:
-            if not isinstance(o, block.OutputOp | block.ForloopAccumOp):
-                self.compute(o)
-        for o, result in zip(outputs, self.results, strict=True):
+        for o in sched.after:
+            self.compute(o)
+        for o, result in zip(sched.outputs, self.results, strict=True):
             self.store_output(o, result)
         b.insert(gpu.ReturnOp([]))
         return shared
 
-    def emit_loop(self, staged: Sequence[block.InputOp]) -> None:
+    def emit_loop(self) -> None:
         b = self.b
         stages = self.stages
-        compute = [o for o in self.loop if not isinstance(o, block.InputOp)]
-        compute += [o for o in self.post if isinstance(o, block.ForloopAccumOp)]
+        staged = self.schedule.staged
+        compute = [*self.schedule.loop, *self.schedule.accs]
         for s in range(stages - 1):
             if s < self.forloop:
                 for o in staged:
