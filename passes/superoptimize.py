@@ -40,7 +40,7 @@ from mirage_xdsl.search.options import SearchOptions, parse_ints, parse_triples
 class Superoptimize(ModulePass):
     name = "superoptimize"
 
-    budget: float = 600.0
+    budget: int | float = 600.0
     max_ops: int = 9
     max_kernels: int = 2
     griddims: str = ""
