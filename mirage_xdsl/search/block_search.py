@@ -367,9 +367,16 @@ class BlockSearch:
         """Block graphs computing ``outputs``: each producer choice once."""
         found: list[BlockCandidate] = []
         k = self.n_inputs
+        steps, late = 0, False
 
         def rec(needed: tuple[int, ...], chosen: dict[int, Op]) -> None:
-            if len(found) >= limit:
+            nonlocal steps, late
+            if len(found) >= limit or late:
+                return
+            steps += 1
+            # producer choices multiply: the budget must hold here too
+            if steps % 512 == 0 and time.monotonic() > self.deadline:
+                self.stats.stopped = late = True
                 return
             pending = [c for c in needed if c >= k and c not in chosen]
             if len(chosen) + len(pending) > self.max_ops:
