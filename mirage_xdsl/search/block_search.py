@@ -40,6 +40,12 @@ from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import BlockInput, Op, result_shape
 
 MAX_CLASSES = 4000
+
+MAX_GRAPH_STEPS = 50_000
+"""Producer choices tried per output set. Classes with several producers
+multiply the choices; when this many have not yielded the graphs wanted, the
+rest are further spellings of the same classes (seen at full LoRA shapes,
+where one task otherwise ran for many minutes)."""
 """Saturation stops growing a layout past this many tensor classes."""
 
 
@@ -377,6 +383,9 @@ class BlockSearch:
             # producer choices multiply: the budget must hold here too
             if steps % 512 == 0 and time.monotonic() > self.deadline:
                 self.stats.stopped = late = True
+                return
+            if steps > MAX_GRAPH_STEPS:
+                self.stats.capped = late = True
                 return
             pending = [c for c in needed if c >= k and c not in chosen]
             if len(chosen) + len(pending) > self.max_ops:

@@ -296,12 +296,14 @@ class Generator:
         if search is None:
             return result
         search.saturate()
-        result.stats.add(search.stats)
         saved = [s for s in search.saved() if self._fresh(state, s.value)]
         for outputs in self._output_sets(task, state, saved):
+            if search.stats.stopped:
+                break
             for graph in search.graphs(outputs, GRAPHS_PER_OUTPUT_SET):
                 made = [(s.tensor, s.value) for s in outputs]
                 self._extend(task, state, keys, graph, item.sources, made, result)
+        result.stats.add(search.stats)
         return result
 
     def _fresh(self, state: State, value: np.ndarray) -> bool:
