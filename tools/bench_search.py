@@ -9,6 +9,7 @@ answer is reached at all).
 
     python tools/bench_search.py                   # b=1, all workloads
     python tools/bench_search.py --batch 1 8 --no-prune --no-prune-budget 120
+    python tools/bench_search.py --no-prune --prune-comparison-only
 """
 
 from __future__ import annotations
@@ -56,15 +57,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-kernels", type=int, default=2)
     parser.add_argument("--no-prune", action="store_true", help="also search unpruned")
     parser.add_argument("--no-prune-budget", type=float, default=120.0)
+    parser.add_argument(
+        "--prune-comparison-only",
+        action="store_true",
+        help="with --no-prune: skip the default search, run only the comparison",
+    )
     args = parser.parse_args(argv)
     print(HEADER, flush=True)
     for name in args.workloads:
         for batch in args.batch:
-            options = SearchOptions(
-                budget=args.budget, jobs=args.jobs, max_kernels=args.max_kernels
-            )
-            report, seconds = run(name, batch, options)
-            print(row(name, batch, True, report, seconds, args.max_kernels), flush=True)
+            if not (args.no_prune and args.prune_comparison_only):
+                options = SearchOptions(
+                    budget=args.budget, jobs=args.jobs, max_kernels=args.max_kernels
+                )
+                report, seconds = run(name, batch, options)
+                print(
+                    row(name, batch, True, report, seconds, args.max_kernels),
+                    flush=True,
+                )
             if args.no_prune:
                 # The same one-kernel-deep search with and without pruning.
                 for prune in (True, False):

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -263,7 +264,9 @@ class _Workers:
         for p in sorted(self.processes, key=lambda p: p.pid or 0):
             if not p.is_alive():
                 code = p.exitcode or 0
-                how = signal.Signals(-code).name if code < 0 else f"exit {code}"
+                how = f"exit {code}"
+                if -code in signal.valid_signals():
+                    how = signal.Signals(-code).name
                 return f"worker {p.pid} died ({how})"
         return ""
 
@@ -272,16 +275,22 @@ class _Workers:
         chunks = [args[i : i + CHUNK] for i in range(0, len(args), CHUNK)]
         it = self.pool.imap(_run_chunk, chunks)
         for _ in chunks:
-            while True:
-                try:
-                    yield from it.next(timeout=POLL_SECONDS)
-                    break
-                except multiprocessing.TimeoutError:
-                    if stop.reason or time.monotonic() > deadline:
-                        return
-                    if lost := self.dead():
-                        stop.reason = lost
-                        return
+            chunk = self._wait(it, stop, deadline)
+            if chunk is None:
+                return
+            yield from chunk
+
+    def _wait(self, it: Any, stop: _Stop, deadline: float) -> list | None:
+        """The next chunk's results, or None once the search must end."""
+        while True:
+            try:
+                return it.next(timeout=POLL_SECONDS)
+            except multiprocessing.TimeoutError:
+                if stop.reason or time.monotonic() > deadline:
+                    return None
+                if lost := self.dead():
+                    stop.reason = lost
+                    return None
 
     def close(self) -> None:
         self.pool.terminate()
