@@ -46,6 +46,13 @@ MAX_GRAPH_STEPS = 50_000
 multiply the choices; when this many have not yielded the graphs wanted, the
 rest are further spellings of the same classes (seen at full LoRA shapes,
 where one task otherwise ran for many minutes)."""
+
+MAX_TASK_GRAPH_STEPS = 1_000_000
+"""Producer choices tried per block search, over all its output sets. A task
+that may feed a second kernel also tries every pair of partial results as
+outputs (thousands of sets at full LoRA shapes, one task ran 500 s); the
+output sets that complete the program come first, so this bound only cuts
+the rarest chains."""
 """Saturation stops growing a layout past this many tensor classes."""
 
 
@@ -198,6 +205,8 @@ class BlockSearch:
         self.max_ops = max_ops
         self.deadline = deadline
         self.stats = Stats()
+        self.graph_steps = 0
+        """Producer choices tried so far, over every call of :meth:`graphs`."""
         self.maps = input_maps(layout, sources)
         self.classes: list[Class] = []
         self._by_fp: dict[bytes, int] = {}
@@ -380,11 +389,12 @@ class BlockSearch:
             if len(found) >= limit or late:
                 return
             steps += 1
+            self.graph_steps += 1
             # producer choices multiply: the budget must hold here too
             if steps % 512 == 0 and time.monotonic() > self.deadline:
                 self.stats.stopped = late = True
                 return
-            if steps > MAX_GRAPH_STEPS:
+            if steps > MAX_GRAPH_STEPS or self.graph_steps > MAX_TASK_GRAPH_STEPS:
                 self.stats.capped = late = True
                 return
             pending = [c for c in needed if c >= k and c not in chosen]
