@@ -40,6 +40,7 @@ from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import BlockInput, Op, result_shape
 
 MAX_CLASSES = 4000
+"""Saturation stops growing a layout past this many tensor classes."""
 
 MAX_GRAPH_STEPS = 50_000
 """Producer choices tried per output set. Classes with several producers
@@ -52,8 +53,7 @@ MAX_TASK_GRAPH_STEPS = 1_000_000
 that may feed a second kernel also tries every pair of partial results as
 outputs (thousands of sets at full LoRA shapes, one task ran 500 s); the
 output sets that complete the program come first, so this bound only cuts
-the rarest chains."""
-"""Saturation stops growing a layout past this many tensor classes."""
+chains, the pairs tried last."""
 
 
 @dataclass(frozen=True)
