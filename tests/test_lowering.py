@@ -17,9 +17,9 @@ from mirage_xdsl.lowering.emulate import EmulationError, Emulator, emulate
 from mirage_xdsl.passes.default_customize import DefaultCustomizePass
 from mirage_xdsl.passes.fuse_thread_graphs import FuseThreadGraphsPass
 from xdsl.dialects import gpu
-from xdsl.parser import Parser
 
 from mirage_xdsl.context import make_context
+from mirage_xdsl.diagnostics import parse
 from mirage_xdsl.graph import new_kernel_graph, new_threadblock_graph
 from mirage_xdsl.interpreter import run
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
@@ -68,14 +68,7 @@ def _programs():
     "name,build", list(_programs()), ids=[n for n, _ in _programs()]
 )
 def test_emulated_kernels_match_interpreter(name: str, build, batch: int) -> None:
-    module = build(batch, SCALE)
-    xs = inputs_for(module, seed=10 + batch)
-    ref = run(module, xs)
-    got = emulate(module, xs)
-    assert len(got) == len(ref)
-    for g, r in zip(got, ref, strict=True):
-        assert not np.isnan(g).any(), "an output element was never written"
-        assert rel_error(g, r) < 5e-3
+    assert_emulation_matches(build(batch, SCALE), seed=10 + batch)
 
 
 def test_fused_thread_graph_is_emulated_correctly() -> None:
@@ -164,12 +157,6 @@ def test_generate_program_contract() -> None:
         assert 0 < launch.shared_bytes <= 227 * 1024
 
 
-def _parse(text: str):
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
 def assert_emulation_matches(module, seed: int = 0) -> None:
     """Every output of the emulated GPU code is written and matches the interpreter."""
     xs = inputs_for(module, seed)
@@ -220,7 +207,9 @@ def test_thread_graph_results_of_different_shapes(big_first: bool) -> None:
         .replace("BIG", "%r0" if big_first else "%r1")
         .replace("SMALL", "%r1" if big_first else "%r0")
     )
-    assert_emulation_matches(_parse(text), seed=4)
+    module = parse(make_context(), text, "<thread graph shapes>")
+    module.verify()
+    assert_emulation_matches(module, seed=4)
 
 
 def test_invariant_inputs_do_not_share_shared_memory() -> None:

@@ -50,8 +50,8 @@ PY
 run_tests() {
   # -P: keep the source tree's mirage_xdsl/ (not importable as is) off sys.path
   local rc=0
-  "$PY" -P -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py \
-    tests/test_torch_gpu.py -rs -v --durations=5 || rc=1
+  "$PY" -P -m pytest -v -p no:cacheprovider -m gpu tests/test_runtime_gpu.py \
+    tests/test_torch_gpu.py -rs --durations=5 || rc=1
   # the documentation's GPU examples (the rest runs in CI)
   "$PY" -P -m pytest -q -p no:cacheprovider tests/test_docs.py -rs || rc=1
   return $rc

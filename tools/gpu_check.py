@@ -10,9 +10,8 @@ Cases, in order:
 Each case is lowered with ``generate_program``, compiled with NVRTC, and run on
 the GPU ``--trials`` times on fresh random inputs (uniform in ±amplitude; random
 µGraphs take ``mirage_xdsl.fuzz.random_inputs``, the range their values are
-bounded for), with
-every output and intermediate poisoned with NaN first; trials alternate between
-the torch-tensor and numpy paths. The outputs are compared with the reference
+bounded for), with every output and intermediate poisoned with NaN first;
+trials alternate between the torch-tensor and numpy paths. The outputs are compared with the reference
 interpreter (fp32): a case passes when every output's relative L2 error is at
 most the tolerance (default 2e-2: fp16 storage with fp32 accumulation) and no
 element is NaN. Cases run in a worker process; a kernel fault (which spoils the
@@ -91,12 +90,6 @@ def fuzz_module():
     except ImportError:
         return None
     return random_module
-
-
-def fuzz_inputs():
-    from mirage_xdsl.fuzz import random_inputs
-
-    return random_inputs
 
 
 def cases(args) -> list[Case]:
@@ -178,8 +171,10 @@ def check_case(case: Case, args, torch_ok: bool) -> Result:
             amplitude = 1.0 if case.kind == "selftest" else args.amplitude
             seed = 1000 * case.seed + 7 * trial + 1
             if case.kind == "random":
+                from mirage_xdsl.fuzz import random_inputs
+
                 # the fuzz generator bounds its values for its own input range only
-                xs = fuzz_inputs()(module, seed)
+                xs = random_inputs(module, seed)
             else:
                 xs = inputs_for(program, module, seed, amplitude)
             use_torch = torch_ok and trial % 2 == 0

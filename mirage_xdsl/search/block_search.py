@@ -378,6 +378,11 @@ class BlockSearch:
             out.append(Saved(cid, omap, tensor, full))
         return out
 
+    @property
+    def spent(self) -> bool:
+        """No more graphs from this search: out of budget, or out of choices."""
+        return self.stats.stopped or self.graph_steps > MAX_TASK_GRAPH_STEPS
+
     def graphs(self, outputs: Sequence[Saved], limit: int) -> list[BlockCandidate]:
         """Block graphs computing ``outputs``: each producer choice once."""
         found: list[BlockCandidate] = []
@@ -394,7 +399,7 @@ class BlockSearch:
             if steps % 512 == 0 and time.monotonic() > self.deadline:
                 self.stats.stopped = late = True
                 return
-            if steps > MAX_GRAPH_STEPS or self.graph_steps > MAX_TASK_GRAPH_STEPS:
+            if steps > MAX_GRAPH_STEPS or self.spent:
                 self.stats.capped = late = True
                 return
             pending = [c for c in needed if c >= k and c not in chosen]

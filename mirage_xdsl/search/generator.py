@@ -40,7 +40,6 @@ from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
 from mirage_xdsl.search.adapters import Pruner
 from mirage_xdsl.search.block_search import (
-    MAX_TASK_GRAPH_STEPS,
     BlockCandidate,
     BlockSearch,
     Layout,
@@ -299,7 +298,7 @@ class Generator:
         search.saturate()
         saved = [s for s in search.saved() if self._fresh(state, s.value)]
         for outputs in self._output_sets(task, state, saved):
-            if search.stats.stopped or search.graph_steps > MAX_TASK_GRAPH_STEPS:
+            if search.spent:
                 break
             for graph in search.graphs(outputs, GRAPHS_PER_OUTPUT_SET):
                 made = [(s.tensor, s.value) for s in outputs]
