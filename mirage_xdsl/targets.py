@@ -17,6 +17,12 @@ def _ptx() -> type[Target]:
     return PtxTarget
 
 
+def _triton() -> type[Target]:
+    from mirage_xdsl.lowering.triton import TritonTarget
+
+    return TritonTarget
+
+
 def _dot() -> type[Target]:
     from mirage_xdsl.dot import DotTarget
 
@@ -24,7 +30,7 @@ def _dot() -> type[Target]:
 
 
 def _all_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {"cuda": _cuda, "ptx": _ptx, "dot": _dot}
+    return {"cuda": _cuda, "ptx": _ptx, "triton": _triton, "dot": _dot}
 
 
 ALL_TARGETS = _all_targets()

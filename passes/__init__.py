@@ -27,6 +27,12 @@ def _lower_to_gpu() -> type[ModulePass]:
     return LowerToGpuPass
 
 
+def _legalize_for_triton() -> type[ModulePass]:
+    from mirage_xdsl.lowering.triton_legalize import LegalizeForTritonPass
+
+    return LegalizeForTritonPass
+
+
 def _apply_mirage_rewrites() -> type[ModulePass]:
     from mirage_xdsl.passes.apply_mirage_rewrites import ApplyMirageRewrites
 
@@ -50,6 +56,7 @@ def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "default-customize": _default_customize,
         "fuse-thread-graphs": _fuse_thread_graphs,
         "lower-to-gpu": _lower_to_gpu,
+        "legalize-for-triton": _legalize_for_triton,
         "apply-mirage-rewrites": _apply_mirage_rewrites,
         "verify-equivalent": _verify_equivalent,
         "superoptimize": _superoptimize,

@@ -1,0 +1,237 @@
+"""From a µGraph module to a :class:`TritonProgram`, and the ``triton`` target.
+
+:func:`generate_triton` runs whatever the module still needs on a copy
+(``default-customize`` for bare kernel ops, then ``legalize-for-triton``) and
+prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
+matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
+instead of tensor cores); the autotuner keeps the faster. Device tensors
+between kernels stay in global memory, as intermediates.
+
+``-t triton`` prints the program as a self-contained Python module: the
+kernels, the launch plan (``BUFFERS``, ``LAUNCHES``: grids, arguments, order)
+and a ``run(*inputs)`` that launches it through Triton on torch tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
+from xdsl.utils.target import Target
+
+from mirage_xdsl.context import make_context
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.lowering.program import BufferSpec
+from mirage_xdsl.lowering.triton_legalize import LegalizeForTritonPass
+from mirage_xdsl.lowering.triton_printer import kernel_source, signature
+from mirage_xdsl.lowering.triton_tiles import fma_fits
+
+FORMS = ("dot", "fma")
+"""Matmul forms a kernel may be printed in; ``dot`` first (the default)."""
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """One launch of the plan: a kernel, its forms, its grid and its buffers."""
+
+    name: str
+    variants: tuple[str, ...]
+    """Names of the printed forms of this kernel (``name``, ``name_fma``)."""
+    grid: tuple[int, int, int]
+    forloop: int
+    args: tuple[str, ...]
+    signature: tuple[str, ...]
+    """Triton pointer types of ``args`` (``*fp16``, ...)."""
+
+
+@dataclass(frozen=True)
+class TritonProgram:
+    """A Python module of Triton kernels plus the buffers and launches of one function."""
+
+    function: str
+    source: str
+    buffers: tuple[BufferSpec, ...]
+    kernels: tuple[TritonKernel, ...]
+
+    def inputs(self) -> list[BufferSpec]:
+        return sorted((b for b in self.buffers if b.kind == "input"), key=lambda b: b.index)
+
+    def outputs(self) -> list[BufferSpec]:
+        return sorted((b for b in self.buffers if b.kind == "output"), key=lambda b: b.index)
+
+
+def customized_module(module: ModuleOp) -> ModuleOp:
+    """A copy of ``module`` whose functions hold only ``kernel.customized`` ops."""
+    from mirage_xdsl.passes.default_customize import DefaultCustomizePass
+
+    module = module.clone()
+    if any(
+        isinstance(op, t.TensorOp) and op.name.startswith("kernel.")
+        for op in module.walk()
+    ):
+        DefaultCustomizePass().apply(make_context(), module)
+    return module
+
+
+def legalized(module: ModuleOp, small_matmul: str) -> ModuleOp:
+    module = module.clone()
+    LegalizeForTritonPass(small_matmul=small_matmul).apply(make_context(), module)
+    return module
+
+
+def _customized_ops(fn: func.FuncOp) -> list[kernel.CustomizedOp]:
+    ops = []
+    for op in fn.body.block.ops:
+        if isinstance(op, kernel.CustomizedOp):
+            ops.append(op)
+        elif not isinstance(op, func.ReturnOp):
+            raise MirageError(
+                f"error: '{op.name}' in @{fn.sym_name.data} cannot be lowered to "
+                "Triton; only 'kernel.customized' ops and bare kernel ops can"
+            )
+    return ops
+
+
+def _buffers(fn: func.FuncOp, ops: list[kernel.CustomizedOp]) -> tuple[
+    list[BufferSpec], dict[SSAValue, str]
+]:
+    names: dict[SSAValue, str] = {}
+    buffers: list[BufferSpec] = []
+
+    def spec(value: SSAValue, name: str, kind: str, index: int) -> None:
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        names[value] = name
+        buffers.append(
+            BufferSpec(name, tuple(ty.get_shape()), str(ty.element_type), kind, index)  # type: ignore[arg-type]
+        )
+
+    for i, arg in enumerate(fn.args):
+        spec(arg, f"input{i}", "input", i)
+    ret = fn.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    for j, value in enumerate(ret.operands):
+        if value in names:
+            raise MirageError(
+                f"error: @{fn.sym_name.data} returns "
+                + ("an input" if names[value].startswith("input") else "a value twice")
+                + " unchanged; the Triton backend writes every output with a kernel"
+            )
+        spec(value, f"output{j}", "output", j)
+    tmp = 0
+    for op in ops:
+        for r in op.results:
+            if r not in names:
+                spec(r, f"tmp{tmp}", "intermediate", -1)
+                tmp += 1
+    return buffers, names
+
+
+def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProgram:
+    """Lower ``module`` as needed and return ``function``'s Triton program."""
+    base = customized_module(module)
+    forms = {form: legalized(base, form) for form in FORMS}
+    try:
+        fns = {form: entry_function(m, function) for form, m in forms.items()}
+    except ValueError:
+        raise MirageError(
+            f"error: no function {function or ''} to lower".replace("  ", " ")
+        ) from None
+    fn = fns["dot"]
+    ops = {form: _customized_ops(f) for form, f in fns.items()}
+    buffers, names = _buffers(fn, ops["dot"])
+    sources: list[str] = []
+    kernels: list[TritonKernel] = []
+    fname = fn.sym_name.data
+    for i, op in enumerate(ops["dot"]):
+        name = f"{fname}_k{i}"
+        sources.append(kernel_source(op, name))
+        variants = [name]
+        fma_op = ops["fma"][i]
+        if any(m.attributes.get("triton.matmul").data == "fma"  # type: ignore[union-attr]
+               for m in fma_op.entry.ops if m.name == "block.matmul"):
+            sources.append(kernel_source(fma_op, f"{name}_fma"))
+            variants.append(f"{name}_fma")
+        sig = signature(op)
+        kernels.append(
+            TritonKernel(
+                name=name,
+                variants=tuple(variants),
+                grid=op.grid_dims,
+                forloop=op.forloop,
+                args=tuple(names[v] for v in [*op.operands, *op.results]),
+                signature=tuple(sig.values()),
+            )
+        )
+    program = TritonProgram(fname, "", tuple(buffers), tuple(kernels))
+    return TritonProgram(fname, module_source(program, sources), program.buffers,
+                         program.kernels)
+
+
+
+RUNNER = '''
+
+def run(*inputs):
+    """Run the program on torch tensors through Triton's own launcher."""
+    import torch
+
+    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+    buf = {}
+    for b in BUFFERS:
+        if b["kind"] == "input":
+            buf[b["name"]] = inputs[b["index"]]
+        else:
+            buf[b["name"]] = torch.empty(
+                b["shape"], dtype=dtypes[b["dtype"]], device=inputs[0].device
+            )
+    for launch in LAUNCHES:
+        kernel = globals()[launch["kernels"][0]]
+        kernel[tuple(launch["grid"])](*[buf[a] for a in launch["args"]])
+    outs = [buf[b["name"]] for b in BUFFERS if b["kind"] == "output"]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+'''
+
+
+def module_source(program: TritonProgram, kernels: list[str]) -> str:
+    """The self-contained Python module: kernels, launch plan, runner."""
+    buffers = ",\n".join(
+        f'    {{"name": "{b.name}", "shape": {list(b.shape)}, "dtype": "{b.dtype}", '
+        f'"kind": "{b.kind}", "index": {b.index}}}'
+        for b in program.buffers
+    )
+    launches = ",\n".join(
+        f'    {{"kernels": {list(k.variants)}, "grid": {list(k.grid)}, '
+        f'"args": {list(k.args)}}}'
+        for k in program.kernels
+    )
+    return (
+        f'"""Triton kernels of @{program.function}, generated by mirage-xdsl."""\n\n'
+        "import triton\nimport triton.language as tl\n\n\n"
+        + "\n\n".join(kernels)
+        + f"\n\nBUFFERS = [\n{buffers},\n]\n"
+        + f"\nLAUNCHES = [\n{launches},\n]\n"
+        + RUNNER
+    )
+
+
+def generate_source(module: ModuleOp) -> str:
+    """The Triton module of the module's entry function."""
+    return generate_triton(module).source
+
+
+@dataclass(frozen=True)
+class TritonTarget(Target):
+    """A Python module of ``@triton.jit`` kernels and the launch plan
+    (``default-customize`` and ``legalize-for-triton`` run first where needed)."""
+
+    name = "triton"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(generate_source(module))

@@ -1,0 +1,510 @@
+"""One legalised ``kernel.customized`` op as a ``@triton.jit`` kernel.
+
+The kernel follows the block graph's phases (``mirage_xdsl/customized.py``):
+loop-invariant tiles are loaded and computed once, fp32 accumulators are
+zeroed, the for-loop loads its per-iteration tiles and updates the
+accumulators, and the ops after the loop finish them and store the outputs,
+each placed by its ``omap``. Every value is a register tensor of its padded
+shape (``triton.tile``, set by ``legalize-for-triton``): loads fill padding
+with zeros under a mask, stores mask it away.
+
+Padding must not leak into real lanes. It can only do so through a sum over a
+padded dim (``reduce_sum``, a sum/mean/rms accumulator, ``rms_norm``, a
+matmul's K), so the printer tracks which values are *clean* (zero in every
+padded lane: loads, and what add, mul, square, silu, sqrt and matmul make of
+clean values) and masks the others to zero before such a sum.
+
+Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
+(f16 or bf16 run on tensor cores) and accumulate in fp32, as the interpreter's
+reference does. Matmuls marked ``fma`` multiply and ``tl.sum`` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from xdsl.ir import Operation, SSAValue
+
+from mirage_xdsl.customized import Phase, phases_of
+from mirage_xdsl.diagnostics import OpVerifyError
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
+
+TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
+POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
+INT32_LIMIT = 1 << 31
+
+CLEAN_UNARY = ("silu", "sqrt", "square")
+"""Unary kinds that map 0 to 0, so padding stays zero."""
+CLEAN_BINARY = ("add", "mul")
+
+
+def shape_str(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def dtype_name(value: SSAValue) -> str:
+    return str(t.element_type(value))
+
+
+def arange(extent: int, dim: int, rank: int) -> str:
+    """``tl.arange`` along ``dim`` of a rank-``rank`` tensor."""
+    base = f"tl.arange(0, {extent})"
+    if rank == 1:
+        return base
+    return base + "[" + ", ".join(":" if i == dim else "None" for i in range(rank)) + "]"
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    return tuple(reversed(strides))
+
+
+def valid_mask(real: tuple[int, ...], padded: tuple[int, ...]) -> str | None:
+    """The mask of real lanes of a padded tile, or None when nothing is padded."""
+    rank = len(real)
+    terms = [
+        f"({arange(p, d, rank)} < {r})"
+        for d, (r, p) in enumerate(zip(real, padded, strict=True))
+        if p > r
+    ]
+    return " & ".join(terms) if terms else None
+
+
+@dataclass
+class Value:
+    """A value's Triton expression (a variable name) and what is known of it."""
+
+    name: str
+    real: tuple[int, ...]
+    padded: tuple[int, ...]
+    clean: bool
+    native: bool
+    """Holds the tile's element type (a load), not fp32."""
+    dtype: str
+
+
+@dataclass
+class KernelPrinter:
+    """Prints one customized op; ``print()`` returns the kernel's source."""
+
+    op: kernel.CustomizedOp
+    name: str
+    params: list[str] = field(default_factory=list)
+    pre: list[str] = field(default_factory=list)
+    loop: list[str] = field(default_factory=list)
+    post: list[str] = field(default_factory=list)
+    values: dict[SSAValue, Value] = field(default_factory=dict)
+    counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.grid = self.op.grid_dims
+        self.forloop = self.op.forloop
+        self.phases = phases_of(self.op)
+        self.arg_names = {a: f"in{i}" for i, a in enumerate(self.op.entry.args)}
+        self.params = [*self.arg_names.values()]
+        self.params += [f"out{j}" for j in range(len(self.op.results))]
+        self.wide = any(
+            prod(t.tensor_shape(v)) >= INT32_LIMIT
+            for v in [*self.op.operands, *self.op.results]
+        )
+        self.fused_accums: dict[Operation, Operation] = {}
+
+    # -- helpers ------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def section(self, phase: Phase) -> list[str]:
+        return {Phase.INVARIANT: self.pre, Phase.LOOP: self.loop, Phase.POST: self.post}[
+            phase
+        ]
+
+    def emit(self, phase: Phase, line: str) -> None:
+        self.section(phase).append(line)
+
+    def f32(self, v: Value) -> str:
+        return f"{v.name}.to(tl.float32)" if v.native else v.name
+
+    def masked(self, v: Value, phase: Phase) -> Value:
+        """``v`` with every padded lane zero (fp32)."""
+        mask = valid_mask(v.real, v.padded)
+        if v.clean or mask is None:
+            return v
+        name = self.fresh("m")
+        self.emit(phase, f"{name} = tl.where({mask}, {self.f32(v)}, 0.0)")
+        return Value(name, v.real, v.padded, True, False, v.dtype)
+
+    def collapse(self, v: Value, dims: list[int], phase: Phase) -> Value:
+        """Keep only index 0 along ``dims`` (real extent 1 held in a padded dim)."""
+        rank = len(v.padded)
+        x = self.f32(v)
+        padded = list(v.padded)
+        for d in dims:
+            name = self.fresh("c")
+            self.emit(
+                phase,
+                f"{name} = tl.sum(tl.where({arange(padded[d], d, rank)} == 0, {x}, 0.0), "
+                f"axis={d}, keep_dims=True)",
+            )
+            padded[d] = 1
+            x = name
+        return Value(x, v.real, tuple(padded), v.clean, False, v.dtype)
+
+    def to_shape(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
+        """``v`` as a tensor of shape ``padded`` (broadcast, or collapsed then
+        broadcast where a real extent 1 sits in a longer padded dim)."""
+        if v.padded == padded:
+            return v
+        shrink = [
+            d for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
+            if a != b and a != 1
+        ]
+        if shrink:
+            assert all(v.real[d] == 1 for d in shrink), (v, padded)
+            v = self.collapse(v, shrink, phase)
+        if v.padded == padded:
+            return v
+        name = self.fresh("b")
+        self.emit(phase, f"{name} = tl.broadcast_to({self.f32(v)}, {shape_str(padded)})")
+        grows = any(
+            a == 1 and b > r for a, b, r in zip(v.padded, padded, v.real, strict=True)
+        )
+        return Value(name, v.real, padded, v.clean and not grows, False, v.dtype)
+
+    def broadcastable(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
+        """``v`` shrunk where needed so that Triton broadcasts it to ``padded``."""
+        shrink = [
+            d for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
+            if a != b and a != 1
+        ]
+        return self.collapse(v, shrink, phase) if shrink else v
+
+    def tile_of(self, op: Operation) -> tuple[int, ...]:
+        attr = op.attributes.get(TILE_ATTR)
+        if attr is None:
+            raise OpVerifyError(
+                op, f"'{op.name}' has no '{TILE_ATTR}'; run legalize-for-triton first"
+            )
+        return tuple(attr.get_values())  # type: ignore[attr-defined]
+
+    def define(self, op: Operation, phase: Phase, expr: str, natural: tuple[int, ...],
+               clean: bool) -> None:
+        """Bind op's result to ``expr`` (shape ``natural``), fitted to its tile."""
+        result = op.results[0]
+        padded = self.tile_of(op)
+        real = t.tensor_shape(result)
+        name = self.fresh("v")
+        self.emit(phase, f"{name} = {expr}  # {op.name}")
+        v = Value(name, real, natural, clean, False, dtype_name(result))
+        self.values[result] = self.to_shape(v, padded, phase)
+
+    # -- ops ----------------------------------------------------------------
+
+    def print_input(self, op: block.InputOp) -> None:
+        source = self.op.operands[self.op.entry.args.index(op.source)]  # type: ignore[arg-type]
+        full = t.tensor_shape(source)
+        real = t.tensor_shape(op.result)
+        padded = self.tile_of(op)
+        rank = len(full)
+        terms = []
+        for d, stride in enumerate(row_major_strides(full)):
+            base = [
+                f"pid{g} * {full[d] // self.grid[g]}"
+                for g, m in enumerate(op.input_map)
+                if m == d
+            ]
+            if op.forloop_dim == d:
+                base.append(f"it * {real[d]}")
+            index = arange(padded[d], d, rank)
+            if base:
+                index = f"({' + '.join(base)} + {index})"
+            terms.append(index if stride == 1 else f"{index} * {stride}")
+        mask = valid_mask(real, padded)
+        param = self.arg_names[op.source]  # type: ignore[index]
+        load = f"tl.load({param} + {' + '.join(terms)}"
+        load += f", mask={mask}, other=0.0)" if mask else ")"
+        phase = self.phases[op.result]
+        name = self.fresh("x")
+        self.emit(phase, f"{name} = {load}  # {param} imap {list(op.input_map)} "
+                  f"fmap {op.forloop_dim}")
+        self.values[op.result] = Value(name, real, padded, True, True, dtype_name(op.result))
+
+    def print_output(self, op: block.OutputOp, index: int) -> None:
+        v = self.values[op.input]
+        phase = self.phases[op.input]
+        out = self.op.results[index]
+        full = t.tensor_shape(out)
+        rank = len(full)
+        terms = []
+        for d, stride in enumerate(row_major_strides(full)):
+            base = [f"pid{g} * {v.real[d]}" for g, m in enumerate(op.output_map) if m == d]
+            index_ = arange(v.padded[d], d, rank)
+            if base:
+                index_ = f"({' + '.join(base)} + {index_})"
+            terms.append(index_ if stride == 1 else f"{index_} * {stride}")
+        mask = valid_mask(v.real, v.padded)
+        value = f"{v.name}.to({TRITON_DTYPES[dtype_name(out)]})"
+        store = f"tl.store(out{index} + {' + '.join(terms)}, {value}"
+        store += f", mask={mask})" if mask else ")"
+        target = Phase.POST if phase == Phase.INVARIANT and self.forloop > 1 else phase
+        self.emit(target, f"{store}  # omap {list(op.output_map)}")
+
+    def print_elementwise(self, op: Operation) -> None:
+        kind = op.KIND  # type: ignore[attr-defined]
+        phase = self.phases[op.results[0]]
+        padded = self.tile_of(op)
+        real = t.tensor_shape(op.results[0])
+        args = [self.broadcastable(self.values[v], padded, phase) for v in op.operands]
+        x = [self.f32(a) for a in args]
+        natural = tuple(max(s) for s in zip(*(a.padded for a in args), strict=True))
+        spills = any(
+            a.padded[d] == 1 and natural[d] > real[d]
+            for a in args
+            for d in range(len(real))
+        )
+        clean_in = all(a.clean for a in args) and not spills
+        match kind:
+            case "add" | "mul" | "div":
+                sym = {"add": "+", "mul": "*", "div": "/"}[kind]
+                expr = f"{x[0]} {sym} {x[1]}"
+            case "exp":
+                expr = f"tl.exp({x[0]})"
+            case "silu":
+                expr = f"{x[0]} * tl.sigmoid({x[0]})"
+            case "sqrt":
+                expr = f"tl.sqrt({x[0]})"
+            case "square":
+                expr = f"{x[0]} * {x[0]}"
+            case "rms_norm":
+                m = self.masked(args[0], phase)
+                n = real[-1]
+                r = self.fresh("r")
+                self.emit(phase, f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
+                          f"axis={len(real) - 1}, keep_dims=True) / {n}.0)")
+                expr = f"{x[0]} / {r}"
+            case _:
+                raise OpVerifyError(op, f"'{op.name}' has no Triton lowering")
+        clean = clean_in and (kind in CLEAN_BINARY or kind in CLEAN_UNARY)
+        self.define(op, phase, expr, natural, clean)
+
+    def print_reduce(self, op: Operation) -> None:
+        phase = self.phases[op.results[0]]
+        dim = op.dim.value.data  # type: ignore[attr-defined]
+        v = self.values[op.operands[0]]
+        if v.padded[dim] > v.real[dim]:
+            v = self.masked(v, phase)
+        natural = tuple(1 if d == dim else p for d, p in enumerate(v.padded))
+        expr = f"tl.sum({self.f32(v)}, axis={dim}, keep_dims=True)"
+        self.define(op, phase, expr, natural, v.clean)
+
+    def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
+        if v.padded[k_dim] > v.real[k_dim]:
+            v = self.masked(v, phase)
+        return v
+
+    def print_matmul(self, op: block.MatmulOp) -> None:
+        phase = self.phases[op.results[0]]
+        rank = len(t.tensor_shape(op.results[0]))
+        a = self.dot_operand(self.values[op.lhs], rank - 1, phase)
+        b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
+        natural = (*a.padded[:-1], b.padded[-1])
+        clean = a.clean and b.clean
+        form = op.attributes.get(MATMUL_ATTR)
+        if form is not None and form.data == "fma":  # type: ignore[attr-defined]
+            expr = (
+                f"tl.sum(tl.expand_dims({self.f32(a)}, {rank}) * "
+                f"tl.expand_dims({self.f32(b)}, {rank - 2}), axis={rank - 1})"
+            )
+            self.define(op, phase, expr, natural, clean)
+            return
+        elem = TRITON_DTYPES[dtype_name(op.lhs)]
+        xa = a.name if a.native else f"{a.name}.to({elem})"
+        xb = b.name if b.native else f"{b.name}.to({elem})"
+        batch = prod(a.padded[:-2])
+        if rank > 2:
+            lead = 1 if batch == 1 else batch
+            shape_a = (a.padded[-2], a.padded[-1]) if batch == 1 else (lead, *a.padded[-2:])
+            shape_b = (b.padded[-2], b.padded[-1]) if batch == 1 else (lead, *b.padded[-2:])
+            xa = f"tl.reshape({xa}, {shape_str(shape_a)})"
+            xb = f"tl.reshape({xb}, {shape_str(shape_b)})"
+        accum = self.fused_accums.get(op)
+        if accum is not None and rank == 2:
+            acc = self.values[accum.results[0]].name
+            self.values[accum.results[0]].clean = clean
+            self.emit(phase, f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}")
+            return
+        expr = f"tl.dot({xa}, {xb})"
+        if rank > 2:
+            expr = f"tl.reshape({expr}, {shape_str(natural)})"
+        self.define(op, phase, expr, natural, clean)
+
+    def print_concat(self, op: Operation) -> None:
+        phase = self.phases[op.results[0]]
+        dim = op.dim.value.data  # type: ignore[attr-defined]
+        padded = self.tile_of(op)
+        rank = len(padded)
+        parts = []
+        for v in op.operands:
+            part = self.values[v]
+            want = tuple(part.padded[d] if d == dim else padded[d] for d in range(rank))
+            parts.append(self.to_shape(part, want, phase))
+        a, b = parts
+        idx = self.fresh("i")
+        self.emit(phase, f"{idx} = tl.broadcast_to({arange(padded[dim], dim, rank)}, "
+                  f"{shape_str(padded)})")
+        cut = a.real[dim]
+        ia = f"tl.minimum({idx}, {a.padded[dim] - 1})"
+        ib = f"tl.minimum(tl.maximum({idx} - {cut}, 0), {b.padded[dim] - 1})"
+        ga = self.fresh("g")
+        gb = self.fresh("g")
+        self.emit(phase, f"{ga} = tl.gather({self.f32(a)}, {ia}, {dim})")
+        self.emit(phase, f"{gb} = tl.gather({self.f32(b)}, {ib}, {dim})")
+        expr = f"tl.where({idx} < {cut}, {ga}, {gb})"
+        self.define(op, phase, expr, padded, False)
+
+    def print_fused_accum(self, op: block.ForloopAccumOp) -> None:
+        """The zeroed accumulator a matmul adds into with ``tl.dot``."""
+        padded = self.tile_of(op)
+        acc = self.fresh("acc")
+        self.pre.append(f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
+                        f"# {op.name} none, fed by tl.dot")
+        self.values[op.result] = Value(
+            acc, t.tensor_shape(op.result), padded, False, False, dtype_name(op.result)
+        )
+
+    def print_accum(self, op: block.ForloopAccumOp) -> None:
+        x = self.values[op.input]
+        source_phase = self.phases[op.input]
+        padded = self.tile_of(op)
+        real = t.tensor_shape(op.result)
+        rank = len(real)
+        kind = op.reduction
+        last = x.real[-1]
+
+        def reduced(v: Value, phase: Phase) -> tuple[str, tuple[int, ...], bool]:
+            if kind == "none":
+                return self.f32(v), v.padded, v.clean
+            v = self.masked(v, phase) if v.padded[-1] > v.real[-1] else v
+            arg = self.f32(v)
+            if kind == "rms":
+                arg = f"{arg} * {arg}"
+            natural = (*v.padded[:-1], 1)
+            return f"tl.sum({arg}, axis={rank - 1}, keep_dims=True)", natural, v.clean
+
+        if source_phase == Phase.LOOP:
+            acc = self.fresh("acc")
+            self.pre.append(f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
+                            f"# {op.name} {kind}")
+            accv = Value(acc, real, padded, x.clean, False, dtype_name(op.result))
+            self.values[op.result] = accv
+            expr, natural, clean = reduced(x, Phase.LOOP)
+            tmp = Value(self.fresh("u"), real, natural, clean, False, accv.dtype)
+            self.loop.append(f"{tmp.name} = {expr}")
+            tmp = self.to_shape(tmp, padded, Phase.LOOP)
+            self.loop.append(f"{acc} += {tmp.name}")
+            accv.clean = tmp.clean
+            count = last * self.forloop
+        else:
+            expr, natural, clean = reduced(x, Phase.POST)
+            scale = self.forloop if kind in ("none", "sum") else 1
+            count = last
+            name = self.fresh("acc")
+            self.post.append(f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else ""))
+            tmp = self.to_shape(Value(name, real, natural, clean, False, dtype_name(op.result)),
+                                padded, Phase.POST)
+            self.values[op.result] = tmp
+        if kind in ("mean", "rms"):
+            v = self.values[op.result]
+            name = self.fresh("v")
+            finish = f"{v.name} / {count}.0"
+            self.post.append(f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish))
+            self.values[op.result] = Value(name, real, padded, v.clean, False, v.dtype)
+
+    # -- whole kernel -------------------------------------------------------
+
+    def plan_fused_accums(self) -> None:
+        """Matmuls whose only user is a plain accumulator add into it with ``tl.dot``."""
+        for op in self.op.entry.ops:
+            if (
+                isinstance(op, block.ForloopAccumOp)
+                and op.reduction == "none"
+                and self.phases[op.input] == Phase.LOOP
+                and isinstance(op.input.owner, block.MatmulOp)
+                and op.input.has_one_use()
+                and len(t.tensor_shape(op.input)) == 2
+            ):
+                mm = op.input.owner
+                form = mm.attributes.get(MATMUL_ATTR)
+                if form is not None and form.data == "dot":  # type: ignore[attr-defined]
+                    self.fused_accums[mm] = op
+
+    def print(self) -> str:
+        self.plan_fused_accums()
+        self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
+        outputs = 0
+        for op in self.op.entry.ops:
+            if isinstance(op, block.InputOp):
+                self.print_input(op)
+            elif isinstance(op, block.OutputOp):
+                self.print_output(op, outputs)
+                outputs += 1
+            elif isinstance(op, block.ForloopAccumOp):
+                if op not in self.fused_accums_by_accum:
+                    self.print_accum(op)
+            elif isinstance(op, block.MatmulOp):
+                if op in self.fused_accums:
+                    self.print_fused_accum(self.fused_accums[op])
+                self.print_matmul(op)
+            elif isinstance(op, t.TensorOp) and op.KIND == "reduce_sum":
+                self.print_reduce(op)
+            elif isinstance(op, t.TensorOp) and op.KIND == "concat":
+                self.print_concat(op)
+            elif isinstance(op, t.TensorOp):
+                self.print_elementwise(op)
+            else:
+                raise OpVerifyError(
+                    op, f"'{op.name}' has no Triton lowering; run legalize-for-triton first"
+                )
+        return self.assemble()
+
+    def assemble(self) -> str:
+        grid, forloop = self.grid, self.forloop
+        header = [
+            "@triton.jit",
+            f"def {self.name}({', '.join(self.params)}):",
+            f'    """grid {list(grid)}, for-loop {forloop}."""',
+        ]
+        body = []
+        for g in range(3):
+            pid = f"tl.program_id({g})"
+            body.append(f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}")
+        body += self.pre
+        if self.loop:
+            if forloop > 1:
+                body.append(f"for it in range(0, {forloop}):")
+                body += ["    " + line for line in self.loop]
+            else:
+                body.append("it = 0")
+                body += self.loop
+        body += self.post
+        return "\n".join(header + ["    " + line for line in body]) + "\n"
+
+
+def kernel_source(op: kernel.CustomizedOp, name: str) -> str:
+    """The ``@triton.jit`` source of a legalised customized op."""
+    return KernelPrinter(op, name).print()
+
+
+def signature(op: kernel.CustomizedOp) -> dict[str, str]:
+    """Parameter types of the kernel, in order (Triton's ``ASTSource`` signature)."""
+    values = [*op.operands, *op.results]
+    names = [f"in{i}" for i in range(len(op.operands))]
+    names += [f"out{j}" for j in range(len(op.results))]
+    return {n: POINTER_TYPES[dtype_name(v)] for n, v in zip(names, values, strict=True)}

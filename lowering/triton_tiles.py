@@ -1,0 +1,152 @@
+"""Register tile shapes for Triton: every block-graph value padded to powers of two.
+
+A Triton tensor has power-of-two extents, and ``tl.dot`` wants at least 16 on
+every side. A block graph's tiles have arbitrary extents (a batch-1 row is 1
+high, a LoRA rank may be 12). So every value gets a *padded* shape; loads fill
+the padding with zeros under a mask, stores mask it away.
+
+Padded extents must agree wherever Triton broadcasts or contracts two tensors,
+so they are chosen per *dimension class*: the dims of different values that an
+op ties together (an element-wise op ties an operand dim to the result dim of
+the same extent; a matmul ties M, N, K and the batch dims; a reduction ties all
+but the reduced dim). A class's padded extent is the next power of two of its
+real extent, raised to 16 when the class is a dimension of a ``tl.dot``. The
+operand dim of a broadcast (extent 1 against n) is not tied, so it stays
+broadcastable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.ir import Operation, SSAValue
+
+from mirage_xdsl.dialects import tensor_ops as t
+
+DOT_MIN = 16
+"""``tl.dot`` needs every operand side at least this long."""
+
+FMA_MAX_ELEMENTS = 1 << 14
+"""Largest M·K·N product a block may form in registers for the multiply-and-sum
+form of a matmul; beyond it only the tensor-core form is offered."""
+
+Dim = tuple[SSAValue, int]
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+class DimClasses:
+    """Union-find over value dimensions."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Dim, Dim] = {}
+
+    def find(self, d: Dim) -> Dim:
+        self.parent.setdefault(d, d)
+        while self.parent[d] != d:
+            self.parent[d] = self.parent[self.parent[d]]
+            d = self.parent[d]
+        return d
+
+    def tie(self, a: Dim, b: Dim) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def shape(value: SSAValue) -> tuple[int, ...]:
+    return t.tensor_shape(value)
+
+
+def _tie_same_extent(classes: DimClasses, a: SSAValue, b: SSAValue) -> None:
+    """Tie the dims of ``a`` and ``b`` that have equal extents (no broadcast)."""
+    for d, (x, y) in enumerate(zip(shape(a), shape(b), strict=True)):
+        if x == y:
+            classes.tie((a, d), (b, d))
+
+
+def matmul_dims(op: Operation) -> tuple[list[Dim], list[Dim], list[Dim]]:
+    """The (M, N, K) dims of a matmul's lhs, rhs and result, as pairs to tie."""
+    a, b = op.operands
+    c = op.results[0]
+    r = len(shape(c))
+    m = [(a, r - 2), (c, r - 2)]
+    n = [(b, r - 1), (c, r - 1)]
+    k = [(a, r - 1), (b, r - 2)]
+    return m, n, k
+
+
+def tie_op(classes: DimClasses, op: Operation) -> None:
+    """Record the dims ``op`` ties together."""
+    if not op.results or not isinstance(op, t.TensorOp | Operation):
+        return
+    kind = getattr(op, "KIND", None)
+    result = op.results[0]
+    rank = len(shape(result))
+    if op.name == "block.forloop_accum":
+        keep = range(rank) if op.reduction == "none" else range(rank - 1)  # type: ignore[attr-defined]
+        for d in keep:
+            classes.tie((op.operands[0], d), (result, d))
+    elif kind in t.BINARY_KINDS or kind in t.UNARY_KINDS:
+        for v in op.operands:
+            _tie_same_extent(classes, v, result)
+    elif kind == "reduce_sum":
+        dim = op.dim.value.data  # type: ignore[attr-defined]
+        for d in range(rank):
+            if d != dim:
+                classes.tie((op.operands[0], d), (result, d))
+    elif kind == "concat":
+        dim = op.dim.value.data  # type: ignore[attr-defined]
+        for v in op.operands:
+            for d in range(rank):
+                if d != dim and shape(v)[d] == shape(result)[d]:
+                    classes.tie((v, d), (result, d))
+    elif kind == "matmul":
+        for pair in matmul_dims(op):
+            classes.tie(*pair)
+        for v in op.operands:
+            for d in range(rank - 2):
+                classes.tie((v, d), (result, d))
+
+
+def padded_shapes(
+    ops: Iterable[Operation], dot_ops: Iterable[Operation]
+) -> dict[SSAValue, tuple[int, ...]]:
+    """The padded register shape of every result of ``ops``.
+
+    ``dot_ops`` are the matmuls that run on tensor cores: their M, N and K
+    classes are padded to at least :data:`DOT_MIN`.
+    """
+    ops = list(ops)
+    classes = DimClasses()
+    for op in ops:
+        tie_op(classes, op)
+    least: dict[Dim, int] = {}
+    for op in dot_ops:
+        for pair in matmul_dims(op):
+            least[classes.find(pair[0])] = DOT_MIN
+    extent: dict[Dim, int] = {}
+    for op in ops:
+        for v in op.results:
+            for d, n in enumerate(shape(v)):
+                root = classes.find((v, d))
+                extent[root] = max(extent.get(root, 1), next_pow2(n))
+    return {
+        v: tuple(
+            max(extent[classes.find((v, d))], least.get(classes.find((v, d)), 1))
+            for d in range(len(shape(v)))
+        )
+        for op in ops
+        for v in op.results
+    }
+
+
+def fma_fits(op: Operation) -> bool:
+    """Whether the multiply-and-sum form of a matmul suits it: few real rows and
+    a small enough product tile."""
+    *batch, m, k = shape(op.operands[0])
+    n = shape(op.results[0])[-1]
+    size = next_pow2(m) * next_pow2(k) * next_pow2(n)
+    for b in batch:
+        size *= next_pow2(b)
+    return m < DOT_MIN and size <= FMA_MAX_ELEMENTS
