@@ -1,0 +1,88 @@
+"""Run generated Triton kernels in Triton's CPU interpreter and compare with ours.
+
+Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
+(Triton reads it at import). Prints one JSON line per case:
+``{"case": ..., "form": ..., "errors": [...]}`` or ``{"case": ..., "error": ...}``.
+
+    TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8
+    TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+import numpy as np
+import torch
+
+from mirage_xdsl import interpreter
+from mirage_xdsl.lowering.triton import FORMS, generate_triton
+from mirage_xdsl.runtime.triton_compile import load_source
+
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def run_form(program, inputs, form: int) -> list[np.ndarray]:
+    """Launch every kernel of ``program`` (form ``form`` where it has one)."""
+    buf = {}
+    for b in program.buffers:
+        if b.kind == "input":
+            buf[b.name] = torch.tensor(inputs[b.index]).to(DTYPES[b.dtype])
+        else:
+            buf[b.name] = torch.full(b.shape, float("nan"), dtype=DTYPES[b.dtype])
+    kernels = load_source(program.source)
+    for k in program.kernels:
+        name = k.variants[min(form, len(k.variants) - 1)]
+        kernels[name][k.grid](*[buf[a] for a in k.args])
+    return [buf[b.name].float().numpy() for b in program.outputs()]
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    if np.isnan(got).any():
+        return float("nan")
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def check(case: str, module, inputs) -> None:
+    try:
+        program = generate_triton(module)
+        ref = interpreter.run(module, inputs)
+        forms = max(len(k.variants) for k in program.kernels)
+        for form in range(forms):
+            outs = run_form(program, inputs, form)
+            errors = [rel_error(o, r) for o, r in zip(outs, ref, strict=True)]
+            print(json.dumps({"case": case, "form": FORMS[form], "errors": errors}))
+    except Exception as e:
+        print(json.dumps({"case": case, "error": f"{type(e).__name__}: {e}",
+                          "trace": traceback.format_exc()[-2000:]}))
+    sys.stdout.flush()
+
+
+def workloads(scale: int) -> None:
+    from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
+
+    builders = [(n, w.module) for n, w in sorted(WORKLOADS.items())]
+    builders += [(n, b) for n, (_, b) in sorted(HANDWRITTEN.items())]
+    for name, build in builders:
+        for batch in (1, 8):
+            module = build(batch, scale)
+            check(f"{name} b={batch}", module, random_inputs(module, batch, -0.5, 0.5))
+
+
+def random_cases(count: int, first: int = 0) -> None:
+    from mirage_xdsl.fuzz import random_inputs, random_module
+
+    for seed in range(first, first + count):
+        rng = np.random.default_rng(seed)
+        module = random_module(rng)
+        check(f"random {seed}", module, random_inputs(module, seed))
+
+
+if __name__ == "__main__":
+    what, n = sys.argv[1], int(sys.argv[2])
+    if what == "workloads":
+        workloads(n)
+    else:
+        random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
