@@ -41,6 +41,9 @@ class KernelLaunch:
     block: tuple[int, int, int]
     shared_bytes: int
     args: tuple[str, ...]
+    scratch: tuple[int, ...] = ()
+    """Trailing scratch parameters (Triton's global and profile scratch): the
+    bytes each needs per block; the runtime allocates them, or passes NULL for 0."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class GpuProgram:
     arch: str = "sm_90"
     options: tuple[str, ...] = field(default=())
     """Extra NVRTC options the source needs."""
+    backend: str = "cuda"
+    """``cuda``: ``source`` is CUDA C for NVRTC; ``triton``: a Python module of
+    Triton kernels, compiled kernel by kernel (the cubins travel beside it)."""
 
     def inputs(self) -> list[BufferSpec]:
         return sorted(

@@ -15,23 +15,27 @@ and a ``run(*inputs)`` that launches it through Triton on torch tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import IO
 
+from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.lowering.program import BufferSpec
+from mirage_xdsl.lowering.triton_legalize import (
+    MATMUL_ATTR,
+    TILE_ATTR,
+    LegalizeForTritonPass,
+)
+from mirage_xdsl.lowering.triton_printer import kernel_source, signature
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
 from mirage_xdsl.context import make_context
 from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.dialects import kernel
-from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.interpreter import entry_function
-from mirage_xdsl.lowering.program import BufferSpec
-from mirage_xdsl.lowering.triton_legalize import LegalizeForTritonPass
-from mirage_xdsl.lowering.triton_printer import kernel_source, signature
-from mirage_xdsl.lowering.triton_tiles import fma_fits
 
 FORMS = ("dot", "fma")
 """Matmul forms a kernel may be printed in; ``dot`` first (the default)."""
@@ -49,6 +53,10 @@ class TritonKernel:
     args: tuple[str, ...]
     signature: tuple[str, ...]
     """Triton pointer types of ``args`` (``*fp16``, ...)."""
+    text: str = ""
+    """The printed source of every form: what an autotuning choice is keyed by."""
+    largest_tile: int = 0
+    """Elements of the largest padded register tile (for the no-GPU heuristic)."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +69,14 @@ class TritonProgram:
     kernels: tuple[TritonKernel, ...]
 
     def inputs(self) -> list[BufferSpec]:
-        return sorted((b for b in self.buffers if b.kind == "input"), key=lambda b: b.index)
+        return sorted(
+            (b for b in self.buffers if b.kind == "input"), key=lambda b: b.index
+        )
 
     def outputs(self) -> list[BufferSpec]:
-        return sorted((b for b in self.buffers if b.kind == "output"), key=lambda b: b.index)
+        return sorted(
+            (b for b in self.buffers if b.kind == "output"), key=lambda b: b.index
+        )
 
 
 def customized_module(module: ModuleOp) -> ModuleOp:
@@ -99,9 +111,9 @@ def _customized_ops(fn: func.FuncOp) -> list[kernel.CustomizedOp]:
     return ops
 
 
-def _buffers(fn: func.FuncOp, ops: list[kernel.CustomizedOp]) -> tuple[
-    list[BufferSpec], dict[SSAValue, str]
-]:
+def _buffers(
+    fn: func.FuncOp, ops: list[kernel.CustomizedOp]
+) -> tuple[list[BufferSpec], dict[SSAValue, str]]:
     names: dict[SSAValue, str] = {}
     buffers: list[BufferSpec] = []
 
@@ -152,13 +164,17 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
     fname = fn.sym_name.data
     for i, op in enumerate(ops["dot"]):
         name = f"{fname}_k{i}"
-        sources.append(kernel_source(op, name))
+        texts = [kernel_source(op, name)]
         variants = [name]
         fma_op = ops["fma"][i]
-        if any(m.attributes.get("triton.matmul").data == "fma"  # type: ignore[union-attr]
-               for m in fma_op.entry.ops if m.name == "block.matmul"):
-            sources.append(kernel_source(fma_op, f"{name}_fma"))
+        if any(
+            m.attributes[MATMUL_ATTR] == StringAttr("fma")
+            for m in fma_op.entry.ops
+            if m.name == "block.matmul"
+        ):
+            texts.append(kernel_source(fma_op, f"{name}_fma"))
             variants.append(f"{name}_fma")
+        sources += texts
         sig = signature(op)
         kernels.append(
             TritonKernel(
@@ -168,12 +184,21 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
                 forloop=op.forloop,
                 args=tuple(names[v] for v in [*op.operands, *op.results]),
                 signature=tuple(sig.values()),
+                text="\n".join(texts),
+                largest_tile=max(
+                    (
+                        prod(op_.attributes[TILE_ATTR].get_values())  # type: ignore[attr-defined]
+                        for op_ in op.entry.ops
+                        if TILE_ATTR in op_.attributes
+                    ),
+                    default=1,
+                ),
             )
         )
     program = TritonProgram(fname, "", tuple(buffers), tuple(kernels))
-    return TritonProgram(fname, module_source(program, sources), program.buffers,
-                         program.kernels)
-
+    return TritonProgram(
+        fname, module_source(program, sources), program.buffers, program.kernels
+    )
 
 
 RUNNER = '''

@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.kernel import dense_i64
+from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
@@ -32,10 +36,6 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.kernel import dense_i64
-from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 
 TILE_ATTR = "triton.tile"
 MATMUL_ATTR = "triton.matmul"
@@ -132,7 +132,9 @@ def annotate(customized: kernel.CustomizedOp, small_matmul: str) -> None:
 
 
 def legalize(customized: kernel.CustomizedOp, small_matmul: str = "dot") -> None:
-    for graph in [o for o in customized.entry.ops if isinstance(o, block.ThreadGraphOp)]:
+    for graph in [
+        o for o in customized.entry.ops if isinstance(o, block.ThreadGraphOp)
+    ]:
         inline_thread_graph(graph)
     for op in [o for o in customized.entry.ops if isinstance(o, block.MatmulOp)]:
         split_concat_matmul(op)

@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.customized import Phase, phases_of
 from mirage_xdsl.diagnostics import OpVerifyError
-from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
@@ -54,7 +54,9 @@ def arange(extent: int, dim: int, rank: int) -> str:
     base = f"tl.arange(0, {extent})"
     if rank == 1:
         return base
-    return base + "[" + ", ".join(":" if i == dim else "None" for i in range(rank)) + "]"
+    return (
+        base + "[" + ", ".join(":" if i == dim else "None" for i in range(rank)) + "]"
+    )
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -122,9 +124,11 @@ class KernelPrinter:
         return f"{prefix}{self.counter}"
 
     def section(self, phase: Phase) -> list[str]:
-        return {Phase.INVARIANT: self.pre, Phase.LOOP: self.loop, Phase.POST: self.post}[
-            phase
-        ]
+        return {
+            Phase.INVARIANT: self.pre,
+            Phase.LOOP: self.loop,
+            Phase.POST: self.post,
+        }[phase]
 
     def emit(self, phase: Phase, line: str) -> None:
         self.section(phase).append(line)
@@ -163,7 +167,8 @@ class KernelPrinter:
         if v.padded == padded:
             return v
         shrink = [
-            d for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
+            d
+            for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
             if a != b and a != 1
         ]
         if shrink:
@@ -172,7 +177,9 @@ class KernelPrinter:
         if v.padded == padded:
             return v
         name = self.fresh("b")
-        self.emit(phase, f"{name} = tl.broadcast_to({self.f32(v)}, {shape_str(padded)})")
+        self.emit(
+            phase, f"{name} = tl.broadcast_to({self.f32(v)}, {shape_str(padded)})"
+        )
         grows = any(
             a == 1 and b > r for a, b, r in zip(v.padded, padded, v.real, strict=True)
         )
@@ -181,7 +188,8 @@ class KernelPrinter:
     def broadcastable(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
         """``v`` shrunk where needed so that Triton broadcasts it to ``padded``."""
         shrink = [
-            d for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
+            d
+            for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
             if a != b and a != 1
         ]
         return self.collapse(v, shrink, phase) if shrink else v
@@ -194,8 +202,14 @@ class KernelPrinter:
             )
         return tuple(attr.get_values())  # type: ignore[attr-defined]
 
-    def define(self, op: Operation, phase: Phase, expr: str, natural: tuple[int, ...],
-               clean: bool) -> None:
+    def define(
+        self,
+        op: Operation,
+        phase: Phase,
+        expr: str,
+        natural: tuple[int, ...],
+        clean: bool,
+    ) -> None:
         """Bind op's result to ``expr`` (shape ``natural``), fitted to its tile."""
         result = op.results[0]
         padded = self.tile_of(op)
@@ -218,7 +232,7 @@ class KernelPrinter:
             base = [
                 f"pid{g} * {full[d] // self.grid[g]}"
                 for g, m in enumerate(op.input_map)
-                if m == d
+                if m == d and self.grid[g] > 1
             ]
             if op.forloop_dim == d:
                 base.append(f"it * {real[d]}")
@@ -232,9 +246,14 @@ class KernelPrinter:
         load += f", mask={mask}, other=0.0)" if mask else ")"
         phase = self.phases[op.result]
         name = self.fresh("x")
-        self.emit(phase, f"{name} = {load}  # {param} imap {list(op.input_map)} "
-                  f"fmap {op.forloop_dim}")
-        self.values[op.result] = Value(name, real, padded, True, True, dtype_name(op.result))
+        self.emit(
+            phase,
+            f"{name} = {load}  # {param} imap {list(op.input_map)} "
+            f"fmap {op.forloop_dim}",
+        )
+        self.values[op.result] = Value(
+            name, real, padded, True, True, dtype_name(op.result)
+        )
 
     def print_output(self, op: block.OutputOp, index: int) -> None:
         v = self.values[op.input]
@@ -244,7 +263,11 @@ class KernelPrinter:
         rank = len(full)
         terms = []
         for d, stride in enumerate(row_major_strides(full)):
-            base = [f"pid{g} * {v.real[d]}" for g, m in enumerate(op.output_map) if m == d]
+            base = [
+                f"pid{g} * {v.real[d]}"
+                for g, m in enumerate(op.output_map)
+                if m == d and self.grid[g] > 1
+            ]
             index_ = arange(v.padded[d], d, rank)
             if base:
                 index_ = f"({' + '.join(base)} + {index_})"
@@ -286,8 +309,11 @@ class KernelPrinter:
                 m = self.masked(args[0], phase)
                 n = real[-1]
                 r = self.fresh("r")
-                self.emit(phase, f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
-                          f"axis={len(real) - 1}, keep_dims=True) / {n}.0)")
+                self.emit(
+                    phase,
+                    f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
+                    f"axis={len(real) - 1}, keep_dims=True) / {n}.0)",
+                )
                 expr = f"{x[0]} / {r}"
             case _:
                 raise OpVerifyError(op, f"'{op.name}' has no Triton lowering")
@@ -330,15 +356,22 @@ class KernelPrinter:
         batch = prod(a.padded[:-2])
         if rank > 2:
             lead = 1 if batch == 1 else batch
-            shape_a = (a.padded[-2], a.padded[-1]) if batch == 1 else (lead, *a.padded[-2:])
-            shape_b = (b.padded[-2], b.padded[-1]) if batch == 1 else (lead, *b.padded[-2:])
+            shape_a = (
+                (a.padded[-2], a.padded[-1]) if batch == 1 else (lead, *a.padded[-2:])
+            )
+            shape_b = (
+                (b.padded[-2], b.padded[-1]) if batch == 1 else (lead, *b.padded[-2:])
+            )
             xa = f"tl.reshape({xa}, {shape_str(shape_a)})"
             xb = f"tl.reshape({xb}, {shape_str(shape_b)})"
         accum = self.fused_accums.get(op)
         if accum is not None and rank == 2:
             acc = self.values[accum.results[0]].name
             self.values[accum.results[0]].clean = clean
-            self.emit(phase, f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}")
+            self.emit(
+                phase,
+                f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}",
+            )
             return
         expr = f"tl.dot({xa}, {xb})"
         if rank > 2:
@@ -357,8 +390,11 @@ class KernelPrinter:
             parts.append(self.to_shape(part, want, phase))
         a, b = parts
         idx = self.fresh("i")
-        self.emit(phase, f"{idx} = tl.broadcast_to({arange(padded[dim], dim, rank)}, "
-                  f"{shape_str(padded)})")
+        self.emit(
+            phase,
+            f"{idx} = tl.broadcast_to({arange(padded[dim], dim, rank)}, "
+            f"{shape_str(padded)})",
+        )
         cut = a.real[dim]
         ia = f"tl.minimum({idx}, {a.padded[dim] - 1})"
         ib = f"tl.minimum(tl.maximum({idx} - {cut}, 0), {b.padded[dim] - 1})"
@@ -373,8 +409,10 @@ class KernelPrinter:
         """The zeroed accumulator a matmul adds into with ``tl.dot``."""
         padded = self.tile_of(op)
         acc = self.fresh("acc")
-        self.pre.append(f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-                        f"# {op.name} none, fed by tl.dot")
+        self.pre.append(
+            f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
+            f"# {op.name} none, fed by tl.dot"
+        )
         self.values[op.result] = Value(
             acc, t.tensor_shape(op.result), padded, False, False, dtype_name(op.result)
         )
@@ -400,8 +438,10 @@ class KernelPrinter:
 
         if source_phase == Phase.LOOP:
             acc = self.fresh("acc")
-            self.pre.append(f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-                            f"# {op.name} {kind}")
+            self.pre.append(
+                f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
+                f"# {op.name} {kind}"
+            )
             accv = Value(acc, real, padded, x.clean, False, dtype_name(op.result))
             self.values[op.result] = accv
             expr, natural, clean = reduced(x, Phase.LOOP)
@@ -416,15 +456,22 @@ class KernelPrinter:
             scale = self.forloop if kind in ("none", "sum") else 1
             count = last
             name = self.fresh("acc")
-            self.post.append(f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else ""))
-            tmp = self.to_shape(Value(name, real, natural, clean, False, dtype_name(op.result)),
-                                padded, Phase.POST)
+            self.post.append(
+                f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else "")
+            )
+            tmp = self.to_shape(
+                Value(name, real, natural, clean, False, dtype_name(op.result)),
+                padded,
+                Phase.POST,
+            )
             self.values[op.result] = tmp
         if kind in ("mean", "rms"):
             v = self.values[op.result]
             name = self.fresh("v")
             finish = f"{v.name} / {count}.0"
-            self.post.append(f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish))
+            self.post.append(
+                f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish)
+            )
             self.values[op.result] = Value(name, real, padded, v.clean, False, v.dtype)
 
     # -- whole kernel -------------------------------------------------------
@@ -470,7 +517,8 @@ class KernelPrinter:
                 self.print_elementwise(op)
             else:
                 raise OpVerifyError(
-                    op, f"'{op.name}' has no Triton lowering; run legalize-for-triton first"
+                    op,
+                    f"'{op.name}' has no Triton lowering; run legalize-for-triton first",
                 )
         return self.assemble()
 
@@ -482,9 +530,11 @@ class KernelPrinter:
             f'    """grid {list(grid)}, for-loop {forloop}."""',
         ]
         body = []
-        for g in range(3):
+        for g in (g for g in range(3) if grid[g] > 1):
             pid = f"tl.program_id({g})"
-            body.append(f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}")
+            body.append(
+                f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}"
+            )
         body += self.pre
         if self.loop:
             if forloop > 1:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from xdsl.ir import Operation, SSAValue
-
 from mirage_xdsl.dialects import tensor_ops as t
+from xdsl.ir import Operation, SSAValue
 
 DOT_MIN = 16
 """``tl.dot`` needs every operand side at least this long."""

@@ -16,9 +16,9 @@ import traceback
 
 import numpy as np
 import torch
+from mirage_xdsl.lowering.triton import FORMS, generate_triton
 
 from mirage_xdsl import interpreter
-from mirage_xdsl.lowering.triton import FORMS, generate_triton
 from mirage_xdsl.runtime.triton_compile import load_source
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
@@ -55,8 +55,15 @@ def check(case: str, module, inputs) -> None:
             errors = [rel_error(o, r) for o, r in zip(outs, ref, strict=True)]
             print(json.dumps({"case": case, "form": FORMS[form], "errors": errors}))
     except Exception as e:
-        print(json.dumps({"case": case, "error": f"{type(e).__name__}: {e}",
-                          "trace": traceback.format_exc()[-2000:]}))
+        print(
+            json.dumps(
+                {
+                    "case": case,
+                    "error": f"{type(e).__name__}: {e}",
+                    "trace": traceback.format_exc()[-2000:],
+                }
+            )
+        )
     sys.stdout.flush()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -69,31 +70,60 @@ def _validate_launch(program: GpuProgram, launch: KernelLaunch, where: str) -> N
 class LoadedProgram:
     """The program's module, functions and intermediates on one device."""
 
-    def __init__(self, program: GpuProgram, cubin: bytes, device: Device):
+    def __init__(
+        self, program: GpuProgram, cubin: bytes | Mapping[str, bytes], device: Device
+    ):
+        """``cubin``: one image holding every kernel (CUDA C), or one per kernel
+        name (Triton compiles kernel by kernel)."""
         validate_program(program)
         self.program = program
         self.device = device
-        d = device.driver
         device.make_current()
-        self._image = np.frombuffer(cubin, dtype=np.uint8).copy()
-        self.module = d.call(
-            "cuModuleLoadData", self._image.ctypes.data, what=program.function
-        )
-        self.functions = {
-            name: self._function(name) for name in {x.name for x in program.launches}
-        }
+        images = cubin if isinstance(cubin, Mapping) else None
+        self.modules: list[Any] = []
+        self._images: list[np.ndarray] = []
+        shared = None if images is not None else self._load(cubin)  # type: ignore[arg-type]
+        self.functions = {}
+        for name in {x.name for x in program.launches}:
+            if images is not None:
+                if name not in images:
+                    raise MirageError(f"error: no cubin for kernel '{name}'")
+                module = self._load(images[name])
+            else:
+                module = shared
+            self.functions[name] = self._function(module, name)
         for name, f in self.functions.items():
             self._configure(name, f)
         self.intermediates: dict[str, int] = {}
         for b in program.buffers:
             if b.kind == "intermediate":
                 self.intermediates[b.name] = device.alloc(nbytes(b))
+        self.scratch: list[list[int]] = [
+            [
+                device.alloc(size * x.grid[0] * x.grid[1] * x.grid[2]) if size else 0
+                for size in x.scratch
+            ]
+            for x in program.launches
+        ]
         self._params = [self._param_block(x) for x in program.launches]
 
-    def _function(self, name: str) -> Any:
+    @property
+    def module(self) -> Any:
+        return self.modules[0] if self.modules else None
+
+    def _load(self, cubin: bytes) -> Any:
+        image = np.frombuffer(cubin, dtype=np.uint8).copy()
+        self._images.append(image)
+        module = self.device.driver.call(
+            "cuModuleLoadData", image.ctypes.data, what=self.program.function
+        )
+        self.modules.append(module)
+        return module
+
+    def _function(self, module: Any, name: str) -> Any:
         try:
             return self.device.driver.call(
-                "cuModuleGetFunction", self.module, name.encode(), what=name
+                "cuModuleGetFunction", module, name.encode(), what=name
             )
         except GpuError as e:
             raise GpuError(f'{e} (is the kernel declared extern "C"?)') from None
@@ -134,11 +164,10 @@ class LoadedProgram:
     @staticmethod
     def _param_block(launch: KernelLaunch) -> tuple[np.ndarray, np.ndarray]:
         """Argument values and the ``void*[]`` pointing at them, reused per call."""
-        values = np.zeros(len(launch.args), dtype=np.uint64)
+        count = len(launch.args) + len(launch.scratch)
+        values = np.zeros(count, dtype=np.uint64)
         base = values.ctypes.data
-        params = np.array(
-            [base + 8 * i for i in range(len(launch.args))], dtype=np.uint64
-        )
+        params = np.array([base + 8 * i for i in range(count)], dtype=np.uint64)
         return values, params
 
     def launch(self, pointers: dict[str, int], stream: int = 0) -> None:
@@ -150,13 +179,15 @@ class LoadedProgram:
         d = self.device.driver
         handle = self.device.stream(stream)
         self.device.make_current()
-        for launch, (values, params) in zip(
-            self.program.launches, self._params, strict=True
+        for launch, (values, params), scratch in zip(
+            self.program.launches, self._params, self.scratch, strict=True
         ):
             for i, arg in enumerate(launch.args):
                 values[i] = (
                     pointers[arg] if arg in pointers else self.intermediates[arg]
                 )
+            for i, ptr in enumerate(scratch):
+                values[len(launch.args) + i] = ptr
             d.call(
                 "cuLaunchKernel",
                 self.functions[launch.name],
@@ -185,8 +216,11 @@ class LoadedProgram:
             for ptr in self.intermediates.values():
                 self.device.free(ptr)
             self.intermediates = {}
-            if self.module is not None:
-                self.device.driver.call("cuModuleUnload", self.module)
-                self.module = None
+            for ptr in [p for ps in self.scratch for p in ps if p]:
+                self.device.free(ptr)
+            self.scratch = [[] for _ in self.program.launches]
+            for module in self.modules:
+                self.device.driver.call("cuModuleUnload", module)
+            self.modules = []
         except GpuError:
             pass
