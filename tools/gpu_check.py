@@ -7,7 +7,9 @@ Cases, in order:
   handwritten  each hand-written µGraph of HANDWRITTEN at each batch
   random       N random valid µGraphs from mirage_xdsl.fuzz (when it is installed)
 
-Each case is lowered with ``generate_program``, compiled with NVRTC, and run on
+Each case is lowered with ``generate_program`` and compiled with NVRTC (or, with
+``--backend triton``, printed as Triton kernels and compiled by Triton, every
+matmul form of each kernel checked: untuned settings), and run on
 the GPU ``--trials`` times on fresh random inputs (uniform in ±amplitude; random
 µGraphs take ``mirage_xdsl.fuzz.random_inputs``, the range their values are
 bounded for), with every output and intermediate poisoned with NaN first;
@@ -150,21 +152,50 @@ def inputs_for(program, module, seed: int, amplitude: float) -> list[np.ndarray]
 
 def check_case(case: Case, args, torch_ok: bool) -> Result:
     from mirage_xdsl.runtime import CompiledProgram
-    from mirage_xdsl.runtime.check import compare, run_poisoned
 
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     module, program, reference = build(case, args.scale)
     seconds["lower"] = time.perf_counter() - t
     t = time.perf_counter()
-    compiled = CompiledProgram(program)
-    seconds["nvrtc"] = time.perf_counter() - t
+    if args.backend == "triton" and module is not None:
+        from mirage_xdsl.runtime.triton_backend import compile_triton, lower_triton
+
+        triton_program = lower_triton(module)
+        forms = max(len(k.variants) for k in triton_program.kernels)
+        variants = [
+            compile_triton(triton_program, tune=False, form=f) for f in range(forms)
+        ]
+    else:
+        variants = [CompiledProgram(program)]
+    seconds["compile"] = time.perf_counter() - t
     result = Result(
-        case.label, "COMPILED", launches=len(program.launches), seconds=seconds
+        case.label,
+        "COMPILED",
+        launches=len(variants[0].program.launches),
+        seconds=seconds,
     )
     if args.compile_only:
         return result
     worst, details = 0.0, []
+    for index, compiled in enumerate(variants):
+        form = f" form {index}" if len(variants) > 1 else ""
+        worst, found = run_trials(
+            case, args, compiled, module, reference, torch_ok, seconds, worst
+        )
+        details += [d + form for d in found]
+    result.error = worst
+    result.status = "FAIL" if details else "PASS"
+    result.detail = details[0] if details else ""
+    return result
+
+
+def run_trials(case, args, compiled, module, reference, torch_ok, seconds, worst):
+    """Run ``compiled`` on ``args.trials`` fresh inputs; (worst error, failures)."""
+    from mirage_xdsl.runtime.check import compare, run_poisoned
+
+    program = compiled.program
+    details: list[str] = []
     try:
         for trial in range(args.trials):
             # selftests check the runtime: full-range inputs; programs: fp16-safe range
@@ -191,10 +222,7 @@ def check_case(case: Case, args, torch_ok: bool) -> Result:
                 details.append(f"trial {trial} ({path}): {comparison.summary()}")
     finally:
         compiled.close()
-    result.error = worst
-    result.status = "FAIL" if details else "PASS"
-    result.detail = details[0] if details else ""
-    return result
+    return worst, details
 
 
 # --- worker: runs cases from an index, one JSON line each --------------------------
@@ -305,6 +333,12 @@ def environment() -> dict[str, str]:
     except Exception as e:
         env["nvrtc"] = f"unavailable ({e})"
     try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = "not installed"
+    try:
         from mirage_xdsl.runtime.driver import device
 
         dev = device(0)
@@ -324,13 +358,14 @@ def environment() -> dict[str, str]:
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| case | status | max rel. L2 | launches | seconds (lower / nvrtc / gpu / ref) | note |",
+        "| case | status | max rel. L2 | launches | seconds (lower / compile / gpu / ref) | note |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         err = "" if r.error is None else f"{r.error:.2e}"
         secs = " / ".join(
-            f"{r.seconds.get(k, 0):.2f}" for k in ("lower", "nvrtc", "gpu", "reference")
+            f"{r.seconds.get(k, 0):.2f}"
+            for k in ("lower", "compile", "gpu", "reference")
         )
         note = r.detail.replace("|", "\\|")[:160]
         lines.append(
@@ -346,6 +381,13 @@ def parse_args(argv: list[str]):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    p.add_argument(
+        "--backend",
+        choices=("cuda", "triton"),
+        default="cuda",
+        help="code generator: CUDA C through NVRTC, or Triton (every matmul form "
+        "of each kernel is checked)",
+    )
     p.add_argument(
         "--scale", type=int, default=1, help="divide the workloads' large dims"
     )
@@ -414,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         else f"tolerance {args.tol:.0e} rel. L2, inputs ±{args.amplitude}, {args.trials} trial(s)"
     )
     summary = (
-        f"gpu_check: {counts['PASS']} PASS, {failed} FAIL"
+        f"gpu_check ({args.backend}): {counts['PASS']} PASS, {failed} FAIL"
         + (
             f" ({counts['FAIL']} wrong, {counts['ERROR']} error, {counts['TIMEOUT']} timeout)"
             if failed
@@ -429,14 +471,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(summary)
     if out:
-        (out / "gpu_check.md").write_text(f"{text}\n\n{summary}\n")
+        stem = "gpu_check" if args.backend == "cuda" else f"gpu_check_{args.backend}"
+        (out / f"{stem}.md").write_text(f"{text}\n\n{summary}\n")
         report = {
             "environment": env,
             "options": vars(args),
             "results": [asdict(r) for r in results],
             "summary": summary,
         }
-        (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
+        (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     return 1 if failed or not results else 0
 
 

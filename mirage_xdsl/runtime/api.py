@@ -16,7 +16,7 @@ copied out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,10 @@ class CompiledProgram:
         program: GpuProgram,
         device: int | Device = 0,
         cache: CubinCache | None = None,
+        cubins: Mapping[str, bytes] | None = None,
     ):
+        """``cubins``: one compiled image per kernel name (the Triton backend),
+        instead of compiling ``program.source`` with NVRTC."""
         validate_program(program)
         self.program = program
         self._device = device if isinstance(device, Device) else None
@@ -79,9 +82,16 @@ class CompiledProgram:
             device.info.ordinal if isinstance(device, Device) else device
         )
         self.cache = cache if cache is not None else default_cache()
-        self.cubin = self.cubin_for(program.arch)
+        self.cubins = dict(cubins) if cubins is not None else None
+        self.cubin = None if cubins is not None else self.cubin_for(program.arch)
+        self.choices: dict[str, Any] = {}
+        """Per kernel, the settings the Triton backend chose."""
         self._loaded: LoadedProgram | None = None
         self._staging: dict[str, int] = {}
+
+    @property
+    def backend(self) -> str:
+        return self.program.backend
 
     @property
     def name(self) -> str:
@@ -106,6 +116,14 @@ class CompiledProgram:
         """Load on the device (once); later calls reuse the loaded module."""
         if self._loaded is None:
             dev = self._device or device(self.device_ordinal)
+            if self.cubins is not None:
+                if dev.info.arch != self.program.arch:
+                    raise MirageError(
+                        f"error: '{self.name}' was compiled by Triton for "
+                        f"{self.program.arch}; {dev.info.name} is {dev.info.arch}"
+                    )
+                self._loaded = LoadedProgram(self.program, self.cubins, dev)
+                return self._loaded
             arch = target_arch(self.program.arch, dev.info.arch)
             cubin = self.cubin if arch == self.program.arch else self.cubin_for(arch)
             self._loaded = LoadedProgram(self.program, cubin, dev)
@@ -234,14 +252,45 @@ class CompiledProgram:
         self.close()
 
 
+BACKENDS = ("auto", "triton", "cuda")
+
+
+def triton_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` is Triton where it is installed, else CUDA C."""
+    if backend not in BACKENDS:
+        raise MirageError(
+            f"error: unknown backend '{backend}' (expected one of {list(BACKENDS)})"
+        )
+    if backend == "auto":
+        return "triton" if triton_installed() else "cuda"
+    return backend
+
+
 def compile(
     program: Any,
     function: str | None = None,
     *,
+    backend: str = "auto",
     device: int | Device = 0,
     cache: CubinCache | None = None,
+    tune: bool | None = None,
 ) -> CompiledProgram:
-    """Lower ``program`` (a module of µGraphs, or a :class:`GpuProgram`) and compile it."""
-    if not isinstance(program, GpuProgram):
-        program = lower(program, function)
-    return CompiledProgram(program, device=device, cache=cache)
+    """Lower ``program`` (a module of µGraphs, or a :class:`GpuProgram`) and compile it.
+
+    ``backend``: ``triton`` (Triton kernels, autotuned when a GPU is visible
+    unless ``tune=False``), ``cuda`` (CUDA C through NVRTC), or ``auto``
+    (Triton where it is installed). A :class:`GpuProgram` is CUDA C already.
+    """
+    if isinstance(program, GpuProgram):
+        return CompiledProgram(program, device=device, cache=cache)
+    if resolve_backend(backend) == "triton":
+        from mirage_xdsl.runtime.triton_backend import compile_triton
+
+        return compile_triton(program, function, device=device, tune=tune)
+    return CompiledProgram(lower(program, function), device=device, cache=cache)

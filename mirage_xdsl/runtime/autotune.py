@@ -1,0 +1,180 @@
+"""Choosing each Triton kernel's settings: measured on a GPU, a heuristic without.
+
+The µGraph fixes a kernel's tiles, grid and for-loop; what it leaves free is
+the matmul form (tensor-core ``tl.dot`` on rows padded to 16, or
+multiply-and-sum for few rows), the number of warps and the software
+pipeline's stages. On a GPU every combination of :func:`space` is compiled
+(in parallel processes) and timed alone on random inputs, with the L2 cache
+flushed before every launch and the median kept; the fastest wins. The choice
+is cached on disk under ``$MIRAGE_CACHE_DIR/triton-tune``, keyed by the
+kernel's printed source, its grid, the GPU's name and the triton version.
+
+Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
+kernel has one (it exists only for matmuls of fewer than 16 rows, whose
+tensor-core form wastes most of each tile), 8 warps for tiles over 8192
+elements and 4 otherwise, and 3 pipeline stages when there is a for-loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from mirage_xdsl.lowering.triton import TritonKernel
+from mirage_xdsl.runtime.cache import default_cache_dir
+from mirage_xdsl.runtime.triton_compile import (
+    KernelConfig,
+    TritonBinary,
+    compile_kernel,
+    triton_version,
+)
+
+WARPS = (4, 8)
+STAGES = (2, 3, 4)
+LARGE_TILE = 8192
+
+
+def heuristic(kernel: TritonKernel) -> KernelConfig:
+    """The settings used when nothing is measured (see the module docstring)."""
+    return KernelConfig(
+        variant=kernel.variants[-1],
+        num_warps=8 if kernel.largest_tile > LARGE_TILE else 4,
+        num_stages=3 if kernel.forloop > 1 else 1,
+    )
+
+
+def space(kernel: TritonKernel) -> list[KernelConfig]:
+    """Every setting the autotuner tries for ``kernel``."""
+    stages = STAGES if kernel.forloop > 1 else (1,)
+    return [
+        KernelConfig(variant, warps, stage)
+        for variant in kernel.variants
+        for warps in WARPS
+        for stage in stages
+    ]
+
+
+def tune_dir() -> Path | None:
+    cuda = default_cache_dir()
+    return None if cuda is None else cuda.parent / "triton-tune"
+
+
+def tune_key(kernel: TritonKernel, gpu: str) -> str:
+    h = hashlib.sha256()
+    for part in (
+        kernel.text,
+        str(kernel.grid),
+        ",".join(kernel.signature),
+        gpu,
+        triton_version(),
+    ):
+        h.update(part.encode())
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def cached_choice(key: str) -> KernelConfig | None:
+    folder = tune_dir()
+    path = None if folder is None else folder / f"{key}.json"
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def store_choice(key: str, config: KernelConfig, timings: dict[str, float]) -> None:
+    folder = tune_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(
+                {
+                    "variant": config.variant,
+                    "num_warps": config.num_warps,
+                    "num_stages": config.num_stages,
+                    "timings_us": timings,
+                },
+                f,
+            )
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass  # an unwritable cache only costs tuning again
+
+
+def _compile_one(args: tuple[str, tuple[str, ...], KernelConfig]) -> TritonBinary | str:
+    source, signature, config = args
+    try:
+        return compile_kernel(source, signature, config)
+    except Exception as e:  # a setting that does not compile is just not a candidate
+        return f"{type(e).__name__}: {e}"
+
+
+def compile_all(
+    source: str, jobs: Iterable[tuple[tuple[str, ...], KernelConfig]]
+) -> list[TritonBinary | str]:
+    """Compile many (signature, config) pairs of one module, in parallel processes."""
+    work = [(source, sig, config) for sig, config in jobs]
+    workers = min(len(work), os.cpu_count() or 1, 16)
+    if workers <= 1:
+        return [_compile_one(w) for w in work]
+    import multiprocessing
+
+    with ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
+        return list(pool.map(_compile_one, work))
+
+
+Timer = Callable[[TritonKernel, TritonBinary], float]
+"""Microseconds one launch of a compiled kernel takes (median, L2 flushed)."""
+
+
+def tune(
+    source: str,
+    kernels: list[TritonKernel],
+    gpu: str,
+    timer: Timer,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, tuple[KernelConfig, TritonBinary]]:
+    """The fastest setting of every kernel (from the cache where it has one)."""
+    chosen: dict[str, tuple[KernelConfig, TritonBinary]] = {}
+    pending: list[tuple[TritonKernel, KernelConfig]] = []
+    for k in kernels:
+        hit = cached_choice(tune_key(k, gpu))
+        if hit is not None and hit.variant in k.variants:
+            pending.append((k, hit))
+        else:
+            pending += [(k, c) for c in space(k)]
+    binaries = compile_all(source, [(k.signature, c) for k, c in pending])
+    by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
+    for (k, config), binary in zip(pending, binaries, strict=True):
+        if isinstance(binary, TritonBinary):
+            by_kernel.setdefault(k.name, []).append((config, binary))
+    for k in kernels:
+        options = by_kernel.get(k.name, [])
+        if not options:
+            raise RuntimeError(f"no setting of kernel '{k.name}' compiled")
+        if len(options) == 1:
+            chosen[k.name] = options[0]
+            continue
+        timings = {c.key(): timer(k, b) for c, b in options}
+        best = min(options, key=lambda cb: timings[cb[0].key()])
+        chosen[k.name] = best
+        store_choice(tune_key(k, gpu), best[0], timings)
+        if log is not None:
+            log(
+                f"autotune {k.name}: {best[0].key()} {timings[best[0].key()]:.1f} µs "
+                f"(of {len(options)})"
+            )
+    return chosen

@@ -1,0 +1,182 @@
+"""The Triton backend: a µGraph module to a :class:`CompiledProgram` of Triton cubins.
+
+``lowering/triton.py`` prints the kernels; this module picks each kernel's
+settings (measured on a GPU, see ``autotune``), compiles them to sm_90 cubins
+and describes the launches in the same :class:`GpuProgram` contract the CUDA C
+backend uses, so one runtime loads and launches both, CUDA-graph capture
+included. A Triton kernel runs with ``32 · num_warps`` threads, the shared
+memory its metadata names, and its scratch parameters after the buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
+from mirage_xdsl.lowering.triton import TritonKernel, TritonProgram, generate_triton
+from mirage_xdsl.runtime import autotune
+from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary
+
+Chosen = dict[str, tuple[KernelConfig, TritonBinary]]
+
+
+def launch_of(kernel: TritonKernel, binary: TritonBinary) -> KernelLaunch:
+    return KernelLaunch(
+        name=binary.name,
+        grid=kernel.grid,
+        block=(32 * binary.num_warps, 1, 1),
+        shared_bytes=binary.shared_bytes,
+        args=kernel.args,
+        scratch=binary.scratch,
+    )
+
+
+def assemble(
+    program: TritonProgram, chosen: Chosen
+) -> tuple[GpuProgram, dict[str, bytes]]:
+    """The launch plan with the chosen binaries, and their cubins by kernel name."""
+    launches = tuple(launch_of(k, chosen[k.name][1]) for k in program.kernels)
+    cubins = {b.name: b.cubin for _, b in chosen.values()}
+    gpu = GpuProgram(
+        program.function, program.source, program.buffers, launches, backend="triton"
+    )
+    return gpu, cubins
+
+
+def untuned(program: TritonProgram, form: int | None = None) -> Chosen:
+    """Every kernel compiled with the heuristic's settings; ``form`` forces
+    each kernel's matmul form (0: ``tl.dot``, 1: multiply-and-sum, where the
+    kernel has it)."""
+    configs = []
+    for k in program.kernels:
+        config = autotune.heuristic(k)
+        if form is not None:
+            variant = k.variants[min(form, len(k.variants) - 1)]
+            config = KernelConfig(variant, config.num_warps, config.num_stages)
+        configs.append(config)
+    binaries = autotune.compile_all(
+        program.source,
+        [(k.signature, c) for k, c in zip(program.kernels, configs, strict=True)],
+    )
+    chosen: Chosen = {}
+    for k, c, b in zip(program.kernels, configs, binaries, strict=True):
+        if not isinstance(b, TritonBinary):
+            raise MirageError(f"error: Triton could not compile '{c.variant}': {b}")
+        chosen[k.name] = (c, b)
+    return chosen
+
+
+def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotune.Timer:
+    """Times one kernel alone on random inputs: L2 flushed before each launch,
+    median of ``reps`` launches, in microseconds."""
+    import torch
+
+    from mirage_xdsl.runtime.arguments import element_type
+    from mirage_xdsl.runtime.executable import LoadedProgram
+
+    specs = {b.name: b for b in program.buffers}
+    flush = torch.empty(
+        64 << 20, dtype=torch.int32, device=f"cuda:{device.info.ordinal}"
+    )
+
+    def time(kernel: TritonKernel, binary: TritonBinary) -> float:
+        buffers = []
+        for i, name in enumerate(kernel.args):
+            last = i == len(kernel.args) - 1
+            spec = specs[name]
+            buffers.append(
+                BufferSpec(
+                    f"a{i}",
+                    spec.shape,
+                    spec.dtype,
+                    "output" if last else "input",
+                    0 if last else i,
+                )
+            )
+        tensors = {
+            b.name: torch.empty(
+                b.shape, dtype=element_type(b).torch_dtype(), device=flush.device
+            ).uniform_(-0.5, 0.5)
+            for b in buffers
+        }
+        launch = launch_of(kernel, binary)
+        launch = KernelLaunch(
+            launch.name,
+            launch.grid,
+            launch.block,
+            launch.shared_bytes,
+            tuple(b.name for b in buffers),
+            launch.scratch,
+        )
+        one = GpuProgram(
+            binary.name, program.source, tuple(buffers), (launch,), backend="triton"
+        )
+        loaded = LoadedProgram(one, {binary.name: binary.cubin}, device)
+        pointers = {n: t.data_ptr() for n, t in tensors.items()}
+        stream = torch.cuda.current_stream(flush.device)
+        try:
+            for _ in range(3):
+                loaded.launch(pointers, stream.cuda_stream)
+            events = [
+                (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
+                for _ in range(reps)
+            ]
+            for start, end in events:
+                flush.zero_()
+                start.record(stream)
+                loaded.launch(pointers, stream.cuda_stream)
+                end.record(stream)
+            torch.cuda.synchronize(flush.device)
+            times = sorted(s.elapsed_time(e) * 1000.0 for s, e in events)
+            return times[len(times) // 2]
+        finally:
+            loaded.close()
+
+    return time
+
+
+def lower_triton(module: Any, function: str | None = None) -> TritonProgram:
+    return generate_triton(module, function)
+
+
+def compile_triton(
+    module: Any,
+    function: str | None = None,
+    *,
+    device: int | Any = 0,
+    tune: bool | None = None,
+    form: int | None = None,
+    log: Callable[[str], None] | None = None,
+):
+    """Lower ``module`` to Triton, pick settings (autotuned when a GPU is
+    visible and ``tune`` is not False), compile, and return the program.
+    ``form`` (untuned only) forces the matmul form of every kernel."""
+    from mirage_xdsl.runtime.api import CompiledProgram
+    from mirage_xdsl.runtime.driver import Device, gpu_unavailable_reason
+    from mirage_xdsl.runtime.driver import device as open_device
+
+    program = (
+        module if isinstance(module, TritonProgram) else lower_triton(module, function)
+    )
+    if tune is None:
+        tune = gpu_unavailable_reason() is None
+    if tune and form is None:
+        dev = device if isinstance(device, Device) else open_device(device)
+        chosen = autotune.tune(
+            program.source,
+            list(program.kernels),
+            dev.info.name,
+            kernel_timer(program, dev),
+            log,
+        )
+    else:
+        chosen = untuned(program, form)
+    gpu, cubins = assemble(program, chosen)
+    compiled = CompiledProgram(gpu, device=device, cubins=cubins)
+    compiled.choices = {k: c for k, (c, _) in chosen.items()}
+    return compiled
