@@ -3,7 +3,8 @@
 
 Ours: each candidate µGraph of a workload (the plain program as lowered, the
 hand-written µGraphs, a file from --mlir-dir, the search's result with
---search), checked against the numpy reference first (a wrong kernel is never
+--search), under each code generator of --backends (Triton, autotuned on the
+GPU; CUDA C through NVRTC), checked against the numpy reference first (a wrong kernel is never
 timed); the best is reported. PyTorch: eager, torch.compile (default, and
 max-autotune without inductor's own CUDA graphs, since we capture every method
 in our own), and for attention scaled_dot_product_attention on each backend
@@ -282,12 +283,17 @@ class Bench:
         from mirage_xdsl.runtime.arguments import element_type
 
         torch = self.torch
-        for label, make in candidates(self.args, config.workload, config.batch):
-            method = Method(label, "ours")
+        runs = [
+            (label, make, backend)
+            for label, make in candidates(self.args, config.workload, config.batch)
+            for backend in self.args.backends
+        ]
+        for label, make, backend in runs:
+            method = Method(f"{label}/{backend}", "ours")
             config.methods.append(method)
             try:
                 t = time.perf_counter()
-                compiled = compile(make())
+                compiled = compile(make(), backend=backend)
                 compiled.load()
                 method.build_s = time.perf_counter() - t
                 method.note = f"{len(compiled.program.launches)} launch(es)"
@@ -454,6 +460,44 @@ def markdown(configs: list[Config], copy_tbps: float) -> str:
     return "\n".join(lines)
 
 
+def backend_table(configs: list[Config]) -> str:
+    """Each of our programs under each backend, beside the best PyTorch time."""
+    backends: list[str] = []
+    for c in configs:
+        for m in c.methods:
+            if m.kind == "ours" and "/" in m.name:
+                b = m.name.rsplit("/", 1)[1]
+                if b not in backends:
+                    backends.append(b)
+    head = "| workload | b | program | " + " | ".join(f"{b} µs" for b in backends)
+    head += " | best PyTorch µs |"
+    lines = [head, "|" + " --- |" * (4 + len(backends))]
+    for c in configs:
+        base = c.best("torch")
+        programs: list[str] = []
+        for m in c.methods:
+            if m.kind == "ours":
+                p = m.name.rsplit("/", 1)[0]
+                if p not in programs:
+                    programs.append(p)
+        for p in programs:
+            cells = []
+            for b in backends:
+                m = next((m for m in c.methods if m.name == f"{p}/{b}"), None)
+                cells.append(
+                    "—"
+                    if m is None
+                    else (fmt(m.median_us) if m.status == "ok" else m.status)
+                )
+            best = f"{fmt(base.median_us)} ({base.name})" if base else "—"
+            lines.append(
+                f"| {c.workload} | {c.batch} | {p} | "
+                + " | ".join(cells)
+                + f" | {best} |"
+            )
+    return "\n".join(lines)
+
+
 def details(configs: list[Config], copy_tbps: float) -> str:
     """Every method of every configuration, with achieved bandwidth."""
     lines = [
@@ -555,7 +599,7 @@ def environment() -> dict[str, str]:
 
 def dry_run(args, workloads: list[str]) -> int:
     """Build and compile our candidates; check the PyTorch baselines on the CPU."""
-    from mirage_xdsl.runtime import CompiledProgram, lower
+    from mirage_xdsl.runtime import compile
     from mirage_xdsl.runtime.check import compare
     from mirage_xdsl.workloads import WORKLOADS, random_inputs
 
@@ -572,15 +616,18 @@ def dry_run(args, workloads: list[str]) -> int:
             xs = random_inputs(module, args.seed, -0.25, 0.25)
             refs = WORKLOADS[name].reference(*xs)
             for label, make in candidates(args, name, batch):
-                try:
-                    program = lower(make())
-                    CompiledProgram(program)
-                    print(
-                        f"  ok     {name} b={batch} ours/{label}: {len(program.launches)} launch(es)"
-                    )
-                except Exception as e:
-                    problems += 1
-                    print(f"  ERROR  {name} b={batch} ours/{label}: {one_line(e)}")
+                for backend in args.backends:
+                    try:
+                        compiled = compile(make(), backend=backend, tune=False)
+                        print(
+                            f"  ok     {name} b={batch} ours/{label}/{backend}: "
+                            f"{len(compiled.program.launches)} launch(es)"
+                        )
+                    except Exception as e:
+                        problems += 1
+                        print(
+                            f"  ERROR  {name} b={batch} ours/{label}/{backend}: {one_line(e)}"
+                        )
             if baselines is not None:
                 ts = [torch.from_numpy(x.astype(np.float32)) for x in xs]
                 outs = baselines.EAGER[name](*ts)
@@ -649,6 +696,13 @@ def parse_args(argv):
     p.add_argument("--rotate", type=int, default=4, help="input sets, used in turn")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--backends",
+        nargs="+",
+        choices=("triton", "cuda"),
+        default=["triton", "cuda"],
+        help="code generators to time each of our programs with (Triton autotuned)",
+    )
+    p.add_argument(
         "--out", default=os.environ.get("OUT"), help="folder for bench.json/.md/.png"
     )
     p.add_argument(
@@ -714,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: aborted: {one_line(e)}", flush=True)
 
     table = markdown(configs, copy_tbps)
+    by_backend = backend_table(configs)
     detail = details(configs, copy_tbps)
     summary = (
         f"bench: {len(configs)} configurations in {time.monotonic() - begin:.0f} s on {env['gpu']}; "
@@ -723,13 +778,17 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(detail)
     print()
+    print(by_backend)
+    print()
     print(table)
     print()
     print(summary)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bench.md").write_text(f"{table}\n\n{summary}\n\n{detail}\n")
+        (out / "bench.md").write_text(
+            f"{table}\n\n{summary}\n\n{by_backend}\n\n{detail}\n"
+        )
         report = {
             "environment": env,
             "options": vars(args),
