@@ -26,7 +26,11 @@ from mirage_xdsl.lowering.triton_legalize import (
     TILE_ATTR,
     LegalizeForTritonPass,
 )
-from mirage_xdsl.lowering.triton_printer import kernel_source, signature
+from mirage_xdsl.lowering.triton_printer import (
+    kernel_source,
+    print_kernel,
+    signature,
+)
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
@@ -164,7 +168,8 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
     fname = fn.sym_name.data
     for i, op in enumerate(ops["dot"]):
         name = f"{fname}_k{i}"
-        texts = [kernel_source(op, name)]
+        printed = print_kernel(op, name)
+        texts = [printed.source]
         variants = [name]
         fma_op = ops["fma"][i]
         if any(
@@ -175,15 +180,30 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
             texts.append(kernel_source(fma_op, f"{name}_fma"))
             variants.append(f"{name}_fma")
         sources += texts
-        sig = signature(op)
+        sig = list(signature(op).values())
+        args = [names[v] for v in [*op.operands, *op.results]]
+        if printed.scratch_elems:
+            blocks = op.grid_dims[0] * op.grid_dims[1] * op.grid_dims[2]
+            scratch = f"scratch{i}"
+            buffers.append(
+                BufferSpec(
+                    scratch,
+                    (blocks * printed.scratch_elems,),
+                    "f32",
+                    "intermediate",
+                    -1,
+                )
+            )
+            args.append(scratch)
+            sig.append("*fp32")
         kernels.append(
             TritonKernel(
                 name=name,
                 variants=tuple(variants),
                 grid=op.grid_dims,
                 forloop=op.forloop,
-                args=tuple(names[v] for v in [*op.operands, *op.results]),
-                signature=tuple(sig.values()),
+                args=tuple(args),
+                signature=tuple(sig),
                 text="\n".join(texts),
                 largest_tile=max(
                     (

@@ -103,6 +103,8 @@ class KernelPrinter:
     post: list[str] = field(default_factory=list)
     values: dict[SSAValue, Value] = field(default_factory=dict)
     counter: int = 0
+    scratch_elems: int = 0
+    """fp32 elements of global scratch each block needs (for concatenations)."""
 
     def __post_init__(self) -> None:
         self.grid = self.op.grid_dims
@@ -185,12 +187,17 @@ class KernelPrinter:
         )
         return Value(name, v.real, padded, v.clean and not grows, False, v.dtype)
 
-    def broadcastable(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
-        """``v`` shrunk where needed so that Triton broadcasts it to ``padded``."""
+    def broadcastable(
+        self, v: Value, real: tuple[int, ...], padded: tuple[int, ...], phase: Phase
+    ) -> Value:
+        """``v`` as an operand Triton broadcasts to a result of real shape
+        ``real`` held in ``padded``: a dim where ``v`` has real extent 1 against
+        a longer result is collapsed to extent 1 first, since its padding lanes
+        hold zeros, not copies."""
         shrink = [
             d
-            for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
-            if a != b and a != 1
+            for d in range(len(padded))
+            if v.padded[d] > 1 and (v.padded[d] != padded[d] or v.real[d] < real[d])
         ]
         return self.collapse(v, shrink, phase) if shrink else v
 
@@ -284,7 +291,9 @@ class KernelPrinter:
         phase = self.phases[op.results[0]]
         padded = self.tile_of(op)
         real = t.tensor_shape(op.results[0])
-        args = [self.broadcastable(self.values[v], padded, phase) for v in op.operands]
+        args = [
+            self.broadcastable(self.values[v], real, padded, phase) for v in op.operands
+        ]
         x = [self.f32(a) for a in args]
         natural = tuple(max(s) for s in zip(*(a.padded for a in args), strict=True))
         spills = any(
@@ -378,32 +387,69 @@ class KernelPrinter:
             expr = f"tl.reshape({expr}, {shape_str(natural)})"
         self.define(op, phase, expr, natural, clean)
 
+    def block_index(self) -> str:
+        """This block's linear index (x fastest)."""
+        gx, gy, _ = self.grid
+        terms = []
+        if self.grid[0] > 1:
+            terms.append("pid0")
+        if self.grid[1] > 1:
+            terms.append(f"pid1 * {gx}")
+        if self.grid[2] > 1:
+            terms.append(f"pid2 * {gx * gy}")
+        return " + ".join(terms) or "0"
+
+    def scratch_offsets(
+        self, real: tuple[int, ...], padded: tuple[int, ...], dim: int, shift: int
+    ) -> str:
+        """Row-major offsets into a scratch tile of shape ``real``, of a padded
+        piece placed ``shift`` along ``dim``."""
+        rank = len(real)
+        terms = []
+        for d, stride in enumerate(row_major_strides(real)):
+            index = arange(padded[d], d, rank)
+            if d == dim and shift:
+                index = f"({index} + {shift})"
+            terms.append(index if stride == 1 else f"{index} * {stride}")
+        return " + ".join(terms)
+
     def print_concat(self, op: Operation) -> None:
+        """Concatenation through this block's slice of a global scratch buffer.
+
+        Register tensors cannot be concatenated in place, so both pieces are
+        stored where they belong in the result tile and the tile is loaded
+        back, with a block barrier before (earlier readers are done) and after
+        (every piece is written). Matmuls of concatenations never get here:
+        ``legalize-for-triton`` splits them into sums of dots.
+        """
         phase = self.phases[op.results[0]]
         dim = op.dim.value.data  # type: ignore[attr-defined]
         padded = self.tile_of(op)
+        real = t.tensor_shape(op.results[0])
         rank = len(padded)
-        parts = []
+        offset = self.scratch_elems
+        self.scratch_elems += prod(real)
+        base = self.fresh("s")
+        self.emit(
+            phase,
+            f"{base} = scratch + ({self.block_index()}) * SCRATCH_PER_BLOCK + {offset}",
+        )
+        self.emit(phase, "tl.debug_barrier()")
+        shift = 0
         for v in op.operands:
             part = self.values[v]
             want = tuple(part.padded[d] if d == dim else padded[d] for d in range(rank))
-            parts.append(self.to_shape(part, want, phase))
-        a, b = parts
-        idx = self.fresh("i")
-        self.emit(
-            phase,
-            f"{idx} = tl.broadcast_to({arange(padded[dim], dim, rank)}, "
-            f"{shape_str(padded)})",
-        )
-        cut = a.real[dim]
-        ia = f"tl.minimum({idx}, {a.padded[dim] - 1})"
-        ib = f"tl.minimum(tl.maximum({idx} - {cut}, 0), {b.padded[dim] - 1})"
-        ga = self.fresh("g")
-        gb = self.fresh("g")
-        self.emit(phase, f"{ga} = tl.gather({self.f32(a)}, {ia}, {dim})")
-        self.emit(phase, f"{gb} = tl.gather({self.f32(b)}, {ib}, {dim})")
-        expr = f"tl.where({idx} < {cut}, {ga}, {gb})"
-        self.define(op, phase, expr, padded, False)
+            part = self.to_shape(part, want, phase)
+            offsets = self.scratch_offsets(real, part.padded, dim, shift)
+            mask = valid_mask(part.real, part.padded)
+            store = f"tl.store({base} + {offsets}, {self.f32(part)}"
+            self.emit(phase, store + (f", mask={mask})" if mask else ")"))
+            shift += part.real[dim]
+        self.emit(phase, "tl.debug_barrier()")
+        mask = valid_mask(real, padded)
+        load = f"tl.load({base} + {self.scratch_offsets(real, padded, dim, 0)}"
+        load += f", mask={mask}, other=0.0)" if mask else ")"
+        self.define(op, phase, load, padded, True)
 
     def print_fused_accum(self, op: block.ForloopAccumOp) -> None:
         """The zeroed accumulator a matmul adds into with ``tl.dot``."""
@@ -524,9 +570,10 @@ class KernelPrinter:
 
     def assemble(self) -> str:
         grid, forloop = self.grid, self.forloop
+        params = self.params + (["scratch"] if self.scratch_elems else [])
         header = [
             "@triton.jit",
-            f"def {self.name}({', '.join(self.params)}):",
+            f"def {self.name}({', '.join(params)}):",
             f'    """grid {list(grid)}, for-loop {forloop}."""',
         ]
         body = []
@@ -544,12 +591,27 @@ class KernelPrinter:
                 body.append("it = 0")
                 body += self.loop
         body += self.post
-        return "\n".join(header + ["    " + line for line in body]) + "\n"
+        text = "\n".join(header + ["    " + line for line in body]) + "\n"
+        return text.replace("SCRATCH_PER_BLOCK", str(self.scratch_elems))
+
+
+@dataclass(frozen=True)
+class PrintedKernel:
+    source: str
+    scratch_elems: int
+    """fp32 scratch per block; when non-zero the kernel takes a last
+    ``scratch`` pointer to ``blocks x scratch_elems`` floats."""
+
+
+def print_kernel(op: kernel.CustomizedOp, name: str) -> PrintedKernel:
+    """The ``@triton.jit`` source of a legalised customized op."""
+    printer = KernelPrinter(op, name)
+    source = printer.print()
+    return PrintedKernel(source, printer.scratch_elems)
 
 
 def kernel_source(op: kernel.CustomizedOp, name: str) -> str:
-    """The ``@triton.jit`` source of a legalised customized op."""
-    return KernelPrinter(op, name).print()
+    return print_kernel(op, name).source
 
 
 def signature(op: kernel.CustomizedOp) -> dict[str, str]:

@@ -1,0 +1,232 @@
+"""The Triton backend without a GPU: legalisation, printing, Triton's CPU
+interpreter against ours, compilation to sm_90 cubin, and the runtime's
+launches of Triton kernels (on the fake driver)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mirage_xdsl.dialects import block
+from mirage_xdsl.lowering.triton import generate_triton
+from mirage_xdsl.lowering.triton_legalize import TILE_ATTR, LegalizeForTritonPass
+from mirage_xdsl.lowering.triton_tiles import next_pow2
+
+from mirage_xdsl import interpreter
+from mirage_xdsl.context import make_context
+from mirage_xdsl.diagnostics import parse
+from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
+
+triton = pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.mlir"))
+SCALE = 8
+TOLERANCE = 2e-2
+
+
+def _programs():
+    for name in sorted(WORKLOADS):
+        yield name, WORKLOADS[name].module
+    for name, (_, build) in sorted(HANDWRITTEN.items()):
+        yield name, build
+
+
+PROGRAMS = list(_programs())
+
+
+def test_next_pow2() -> None:
+    assert [next_pow2(n) for n in (1, 2, 3, 16, 17, 48)] == [1, 2, 4, 16, 32, 64]
+
+
+@pytest.mark.parametrize("form", ["dot", "fma"])
+@pytest.mark.parametrize("name,build", PROGRAMS, ids=[n for n, _ in PROGRAMS])
+def test_legalize_preserves_semantics_and_pads_tiles(name, build, form) -> None:
+    module = build(1, SCALE)
+    xs = random_inputs(module, 3, -0.5, 0.5)
+    want = interpreter.run(module, xs)
+    LegalizeForTritonPass(small_matmul=form).apply(make_context(), module)
+    module.verify()
+    for op in module.walk():
+        assert op.name not in ("block.thread_graph",)
+        if op.name.startswith("block.") and op.results:
+            tile = tuple(op.attributes[TILE_ATTR].get_values())
+            real = tuple(op.results[0].type.get_shape())
+            assert all(p >= r and p & (p - 1) == 0 for p, r in zip(tile, real, strict=True))
+        if (
+            isinstance(op, block.MatmulOp)
+            and op.attributes["triton.matmul"].data == "dot"
+        ):
+            lhs = op.lhs.owner.attributes[TILE_ATTR].get_values()
+            assert min(lhs[-2:]) >= 16
+    for got, ref in zip(interpreter.run(module, xs), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_concat_matmul_becomes_a_sum_of_dots() -> None:
+    module = HANDWRITTEN["lora_fused"][1](1, SCALE)
+    LegalizeForTritonPass().apply(make_context(), module)
+    names = [op.name for op in module.walk() if op.name.startswith("block.")]
+    assert "block.concat" not in names
+    assert names.count("block.matmul") == 3 and "block.add" in names
+
+
+def test_plain_program_goes_through_default_customize() -> None:
+    program = generate_triton(WORKLOADS["gqa"].module(1, SCALE))
+    assert len(program.kernels) == 5
+    kinds = [b.kind for b in program.buffers]
+    assert kinds.count("intermediate") == 4
+    assert "@triton.jit" in program.source and "def run(*inputs)" in program.source
+
+
+def test_returning_an_input_is_refused() -> None:
+    text = """
+    func.func @f(%x: tensor<4x4xf16>) -> tensor<4x4xf16> {
+      func.return %x : tensor<4x4xf16>
+    }"""
+    from mirage_xdsl.diagnostics import MirageError
+
+    with pytest.raises(MirageError, match="returns an input unchanged"):
+        generate_triton(parse(make_context(), text, "f.mlir"))
+
+
+def _interpret(*args: str) -> list[dict]:
+    """Run tests/triton_interpret.py under Triton's CPU interpreter."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "triton_interpret.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    rows = [
+        json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")
+    ]
+    assert rows, proc.stderr[-2000:]
+    return rows
+
+
+def _failures(rows: list[dict]) -> list[str]:
+    bad = []
+    for r in rows:
+        if "error" in r:
+            bad.append(f"{r['case']}: {r['error']}")
+        elif not all(e <= TOLERANCE for e in r["errors"]):  # NaN fails too
+            bad.append(f"{r['case']} ({r['form']}): {r['errors']}")
+    return bad
+
+
+def test_interpreted_kernels_match_ours_on_every_workload() -> None:
+    """Every workload and hand-written µGraph (b = 1, 8; dims / 8), every
+    matmul form, run by Triton's interpreter and compared with ours."""
+    rows = _interpret("workloads", str(SCALE))
+    assert len({r["case"] for r in rows}) == 2 * len(PROGRAMS)
+    assert not _failures(rows)
+
+
+def test_interpreted_random_ugraphs_match_ours() -> None:
+    rows = _interpret("random", "25", "100")
+    assert len({r["case"] for r in rows}) == 25
+    assert not _failures(rows)
+
+
+@pytest.mark.slow
+def test_interpreted_random_ugraphs_match_ours_long() -> None:
+    rows = _interpret("random", "200")
+    assert not _failures(rows)
+
+
+# --- compilation to cubin (Triton's own lowering, no GPU) -------------------------
+
+
+def _compile_all_forms(module) -> list:
+    from mirage_xdsl.runtime.triton_backend import compile_triton, lower_triton
+
+    program = lower_triton(module)
+    forms = max(len(k.variants) for k in program.kernels)
+    return [compile_triton(program, tune=False, form=f) for f in range(forms)]
+
+
+def _check_compiled(compiled) -> None:
+    for launch in compiled.program.launches:
+        assert compiled.cubins[launch.name][:4] == b"\x7fELF"
+        assert launch.block[0] % 32 == 0 and launch.block[0] <= 1024
+        assert 0 <= launch.shared_bytes <= 227 * 1024
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_examples_compile_to_cubin(path: Path) -> None:
+    module = parse(make_context(), path.read_text(), str(path))
+    for compiled in _compile_all_forms(module):
+        _check_compiled(compiled)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("name", sorted(HANDWRITTEN))
+def test_handwritten_ugraphs_compile_to_cubin(name: str, batch: int) -> None:
+    for compiled in _compile_all_forms(HANDWRITTEN[name][1](batch)):
+        _check_compiled(compiled)
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_random_ugraphs_compile_to_cubin(seed: int) -> None:
+    from mirage_xdsl.fuzz import random_module
+
+    for compiled in _compile_all_forms(random_module(np.random.default_rng(seed))):
+        _check_compiled(compiled)
+
+
+# --- the runtime launches Triton kernels like any other --------------------------
+
+
+def test_runtime_launches_triton_kernels_with_scratch_parameters() -> None:
+    """Arguments, then one NULL per scratch parameter; 32 x num_warps threads."""
+    from fake_driver import FakeDriver, view
+
+    from mirage_xdsl.runtime import compile
+    from mirage_xdsl.runtime.driver import Device, Driver
+
+    text = """
+    func.func @f(%x: tensor<16x64xf16>, %y: tensor<16x64xf16>) -> tensor<16x64xf16> {
+      %z = kernel.mul %x, %y : tensor<16x64xf16>, tensor<16x64xf16> -> tensor<16x64xf16>
+      func.return %z : tensor<16x64xf16>
+    }"""
+    module = parse(make_context(), text, "f.mlir")
+    compiled = compile(module, backend="triton", tune=False)
+    (launch,) = compiled.program.launches
+    arity = len(launch.args) + len(launch.scratch)
+
+    def mul(grid, block_, p):
+        n = 16 * 64
+        view(p[2], np.float16, n)[:] = view(p[0], np.float16, n) * view(
+            p[1], np.float16, n
+        )
+
+    fake = FakeDriver(kernels={launch.name: (arity, mul)})
+    compiled = compile(
+        module, backend="triton", tune=False, device=Device(0, Driver(fake))
+    )
+    rng = np.random.default_rng(0)
+    x, y = (rng.uniform(-1, 1, (16, 64)).astype(np.float16) for _ in range(2))
+    (out,) = compiled.run(x, y)
+    np.testing.assert_allclose(out, x * y)
+    (done,) = fake.launches
+    assert done.block == (32 * compiled.choices["f_k0"].num_warps, 1, 1)
+    assert done.pointers[3:] == [0] * len(launch.scratch)
+    assert compiled.backend == "triton"
+    compiled.close()
+    assert fake.allocations == {}
+
+
+def test_unknown_backend_is_one_line() -> None:
+    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.runtime import compile
+
+    with pytest.raises(MirageError, match="unknown backend 'ptx'"):
+        compile(WORKLOADS["lora"].module(1, SCALE), backend="ptx")
