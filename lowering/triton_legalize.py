@@ -123,7 +123,8 @@ def annotate(customized: kernel.CustomizedOp, small_matmul: str) -> None:
             small = small_matmul == "fma" and fma_fits(op)
             forms[op] = "fma" if small else "dot"
     dots = [op for op, form in forms.items() if form == "dot"]
-    tiles = padded_shapes(ops, dots)
+    fmas = [op for op, form in forms.items() if form == "fma"]
+    tiles = padded_shapes(ops, dots, fmas)
     for op in ops:
         if op.results:
             op.attributes[TILE_ATTR] = dense_i64(tiles[op.results[0]])

@@ -109,12 +109,18 @@ def tie_op(classes: DimClasses, op: Operation) -> None:
 
 
 def padded_shapes(
-    ops: Iterable[Operation], dot_ops: Iterable[Operation]
+    ops: Iterable[Operation],
+    dot_ops: Iterable[Operation],
+    fma_ops: Iterable[Operation] = (),
 ) -> dict[SSAValue, tuple[int, ...]]:
     """The padded register shape of every result of ``ops``.
 
     ``dot_ops`` are the matmuls that run on tensor cores: their M, N and K
-    classes are padded to at least :data:`DOT_MIN`.
+    classes are padded to at least :data:`DOT_MIN`. ``fma_ops`` multiply and
+    sum: only their K class is. On an H100 with Triton 3.6, the sum of a
+    broadcast product over a contraction padded to 4 came out wrong (a 12x3 by
+    3x24 product, under every warp count, while Triton's own interpreter
+    computes it right); no contraction of 16 or more did.
     """
     ops = list(ops)
     classes = DimClasses()
@@ -124,6 +130,8 @@ def padded_shapes(
     for op in dot_ops:
         for pair in matmul_dims(op):
             least[classes.find(pair[0])] = DOT_MIN
+    for op in fma_ops:
+        least[classes.find(matmul_dims(op)[2][0])] = DOT_MIN
     extent: dict[Dim, int] = {}
     for op in ops:
         for v in op.results:
@@ -145,7 +153,7 @@ def fma_fits(op: Operation) -> bool:
     a small enough product tile."""
     *batch, m, k = shape(op.operands[0])
     n = shape(op.results[0])[-1]
-    size = next_pow2(m) * next_pow2(k) * next_pow2(n)
+    size = next_pow2(m) * max(next_pow2(k), DOT_MIN) * next_pow2(n)
     for b in batch:
         size *= next_pow2(b)
     return m < DOT_MIN and size <= FMA_MAX_ELEMENTS
