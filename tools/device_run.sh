@@ -10,7 +10,7 @@
 # STAGE: install | test | check | bench | all (default: all = install, test, check, bench)
 # TOOL OPTIONS go to tools/gpu_check.py (check) or tools/bench.py (bench).
 # Results go to $OUT (default ./device-out): device_run.log, gpu_check.{json,md},
-# bench.{json,md,png}. Exit status: 0 when every stage passed.
+# gpu_check_triton.{json,md}, bench.{json,md,png}. Exit status: 0 when every stage passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -89,6 +89,7 @@ main() {
       step install install || return 1
       step test run_tests
       step check run_check
+      step check-triton run_check --backend triton --random 200
       step bench run_bench
       ;;
     *) echo "device_run: unknown stage '$stage' (install|test|check|bench|all)"; return 2 ;;

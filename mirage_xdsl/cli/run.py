@@ -60,7 +60,7 @@ def summarise(name: str, values: Sequence[np.ndarray]) -> list[str]:
     ]
 
 
-def run_on_gpu(module, seed: int) -> int:
+def run_on_gpu(module, seed: int, backend: str = "auto") -> int:
     """Compile, run on the GPU, compare with the interpreter; 0 when they match."""
     from mirage_xdsl.runtime import compile
     from mirage_xdsl.runtime.check import INPUT_AMPLITUDE, compare, run_poisoned
@@ -68,7 +68,7 @@ def run_on_gpu(module, seed: int) -> int:
     a = INPUT_AMPLITUDE
     xs = random_inputs(module, seed, -a, a)
     start = time.perf_counter()
-    compiled = compile(module)
+    compiled = compile(module, backend=backend)
     compile_seconds = time.perf_counter() - start
     outs = run_poisoned(compiled, xs, use_torch=False)
     refs = run(module, xs)
@@ -76,7 +76,8 @@ def run_on_gpu(module, seed: int) -> int:
     program = compiled.program
     print("\n".join(summarise("gpu output", outs)))
     print(
-        f"compiled {len(program.launches)} launch(es) in {compile_seconds:.2f} s; "
+        f"compiled {len(program.launches)} launch(es) with {compiled.backend} in "
+        f"{compile_seconds:.2f} s; "
         f"ran on {compiled.device.info.name}"
     )
     verdict = "match" if result.ok else "DIFFER"
@@ -101,6 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also run the compiled program on the GPU and compare (cuda)",
     )
     parser.add_argument(
+        "--backend",
+        choices=("auto", "triton", "cuda"),
+        default="auto",
+        help="code generator for --device cuda: Triton kernels (autotuned on the "
+        "GPU), CUDA C through NVRTC, or auto (Triton where it is installed)",
+    )
+    parser.add_argument(
         "--amplitude",
         type=float,
         default=1.0,
@@ -112,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module = load(args.input_file)
         if args.device == "cuda":
-            return run_on_gpu(module, args.seed)
+            return run_on_gpu(module, args.seed, args.backend)
         xs = random_inputs(module, args.seed, -args.amplitude, args.amplitude)
         start = time.perf_counter()
         outs = run(module, xs)

@@ -37,6 +37,8 @@ from mirage_xdsl.runtime.triton_compile import (
 WARPS = (4, 8)
 STAGES = (2, 3, 4)
 LARGE_TILE = 8192
+SHARED_LIMIT = 227 * 1024
+"""Shared memory an H100 block may use: settings needing more are dropped."""
 
 
 def heuristic(kernel: TritonKernel) -> KernelConfig:
@@ -140,6 +142,25 @@ Timer = Callable[[TritonKernel, TritonBinary], float]
 """Microseconds one launch of a compiled kernel takes (median, L2 flushed)."""
 
 
+def _timed(timer: Timer, kernel: TritonKernel, binary: TritonBinary) -> float:
+    """The timer's answer; a setting the GPU refuses to launch is never chosen."""
+    from mirage_xdsl.runtime.driver import GpuError
+
+    try:
+        return timer(kernel, binary)
+    except GpuError:
+        return float("inf")
+
+
+def fallbacks(config: KernelConfig) -> list[KernelConfig]:
+    """Settings to try, in order, when ``config`` needs too much shared memory:
+    fewer pipeline stages first (each stage buffers a copy of the loop's tiles)."""
+    return [
+        KernelConfig(config.variant, config.num_warps, stages)
+        for stages in range(config.num_stages - 1, 0, -1)
+    ]
+
+
 def tune(
     source: str,
     kernels: list[TritonKernel],
@@ -159,7 +180,7 @@ def tune(
     binaries = compile_all(source, [(k.signature, c) for k, c in pending])
     by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
     for (k, config), binary in zip(pending, binaries, strict=True):
-        if isinstance(binary, TritonBinary):
+        if isinstance(binary, TritonBinary) and binary.shared_bytes <= SHARED_LIMIT:
             by_kernel.setdefault(k.name, []).append((config, binary))
     for k in kernels:
         options = by_kernel.get(k.name, [])
@@ -168,7 +189,7 @@ def tune(
         if len(options) == 1:
             chosen[k.name] = options[0]
             continue
-        timings = {c.key(): timer(k, b) for c, b in options}
+        timings = {c.key(): _timed(timer, k, b) for c, b in options}
         best = min(options, key=lambda cb: timings[cb[0].key()])
         chosen[k.name] = best
         store_choice(tune_key(k, gpu), best[0], timings)

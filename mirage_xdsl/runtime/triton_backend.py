@@ -62,8 +62,23 @@ def untuned(program: TritonProgram, form: int | None = None) -> Chosen:
     )
     chosen: Chosen = {}
     for k, c, b in zip(program.kernels, configs, binaries, strict=True):
+        for smaller in autotune.fallbacks(c):
+            if (
+                not isinstance(b, TritonBinary)
+                or b.shared_bytes <= autotune.SHARED_LIMIT
+            ):
+                break
+            c, b = (
+                smaller,
+                autotune.compile_all(program.source, [(k.signature, smaller)])[0],
+            )
         if not isinstance(b, TritonBinary):
             raise MirageError(f"error: Triton could not compile '{c.variant}': {b}")
+        if b.shared_bytes > autotune.SHARED_LIMIT:
+            raise MirageError(
+                f"error: kernel '{b.name}' needs {b.shared_bytes} B of shared memory "
+                f"under Triton, over the {autotune.SHARED_LIMIT} B an H100 block has"
+            )
         chosen[k.name] = (c, b)
     return chosen
 
