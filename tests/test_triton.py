@@ -57,7 +57,9 @@ def test_legalize_preserves_semantics_and_pads_tiles(name, build, form) -> None:
         if op.name.startswith("block.") and op.results:
             tile = tuple(op.attributes[TILE_ATTR].get_values())
             real = tuple(op.results[0].type.get_shape())
-            assert all(p >= r and p & (p - 1) == 0 for p, r in zip(tile, real, strict=True))
+            assert all(
+                p >= r and p & (p - 1) == 0 for p, r in zip(tile, real, strict=True)
+            )
         if (
             isinstance(op, block.MatmulOp)
             and op.attributes["triton.matmul"].data == "dot"
