@@ -62,11 +62,12 @@ class GpuProgram:
     Triton kernels, compiled kernel by kernel (the cubins travel beside it)."""
 
     def inputs(self) -> list[BufferSpec]:
-        return sorted(
-            (b for b in self.buffers if b.kind == "input"), key=lambda b: b.index
-        )
+        return of_kind(self.buffers, "input")
 
     def outputs(self) -> list[BufferSpec]:
-        return sorted(
-            (b for b in self.buffers if b.kind == "output"), key=lambda b: b.index
-        )
+        return of_kind(self.buffers, "output")
+
+
+def of_kind(buffers: tuple[BufferSpec, ...], kind: BufferKind) -> list[BufferSpec]:
+    """The function's inputs or outputs, in argument order."""
+    return sorted((b for b in buffers if b.kind == kind), key=lambda b: b.index)

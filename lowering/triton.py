@@ -20,7 +20,7 @@ from typing import IO
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.program import BufferSpec
+from mirage_xdsl.lowering.program import BufferSpec, of_kind
 from mirage_xdsl.lowering.triton_legalize import (
     MATMUL_ATTR,
     TILE_ATTR,
@@ -73,14 +73,10 @@ class TritonProgram:
     kernels: tuple[TritonKernel, ...]
 
     def inputs(self) -> list[BufferSpec]:
-        return sorted(
-            (b for b in self.buffers if b.kind == "input"), key=lambda b: b.index
-        )
+        return of_kind(self.buffers, "input")
 
     def outputs(self) -> list[BufferSpec]:
-        return sorted(
-            (b for b in self.buffers if b.kind == "output"), key=lambda b: b.index
-        )
+        return of_kind(self.buffers, "output")
 
 
 def customized_module(module: ModuleOp) -> ModuleOp:

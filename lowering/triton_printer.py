@@ -67,6 +67,25 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def tile_offsets(
+    full: tuple[int, ...], padded: tuple[int, ...], starts: list[list[str]]
+) -> str:
+    """Row-major element offsets of a padded tile inside a tensor of shape
+    ``full``; ``starts[d]`` are the terms of the tile's first index along ``d``."""
+    rank = len(full)
+    terms = []
+    for d, stride in enumerate(row_major_strides(full)):
+        index = arange(padded[d], d, rank)
+        if starts[d]:
+            index = f"({' + '.join(starts[d])} + {index})"
+        terms.append(index if stride == 1 else f"{index} * {stride}")
+    return " + ".join(terms)
+
+
+def scaled(name: str, factor: int) -> str:
+    return name if factor == 1 else f"{name} * {factor}"
+
+
 def valid_mask(real: tuple[int, ...], padded: tuple[int, ...]) -> str | None:
     """The mask of real lanes of a padded tile, or None when nothing is padded."""
     rank = len(real)
@@ -233,23 +252,19 @@ class KernelPrinter:
         full = t.tensor_shape(source)
         real = t.tensor_shape(op.result)
         padded = self.tile_of(op)
-        rank = len(full)
-        terms = []
-        for d, stride in enumerate(row_major_strides(full)):
-            base = [
-                f"pid{g} * {full[d] // self.grid[g]}"
+        starts = [
+            [
+                scaled(f"pid{g}", full[d] // self.grid[g])
                 for g, m in enumerate(op.input_map)
                 if m == d and self.grid[g] > 1
             ]
-            if op.forloop_dim == d:
-                base.append(f"it * {real[d]}")
-            index = arange(padded[d], d, rank)
-            if base:
-                index = f"({' + '.join(base)} + {index})"
-            terms.append(index if stride == 1 else f"{index} * {stride}")
+            + ([scaled("it", real[d])] if op.forloop_dim == d else [])
+            for d in range(len(full))
+        ]
+        offsets = tile_offsets(full, padded, starts)
         mask = valid_mask(real, padded)
         param = self.arg_names[op.source]  # type: ignore[index]
-        load = f"tl.load({param} + {' + '.join(terms)}"
+        load = f"tl.load({param} + {offsets}"
         load += f", mask={mask}, other=0.0)" if mask else ")"
         phase = self.phases[op.result]
         name = self.fresh("x")
@@ -267,21 +282,18 @@ class KernelPrinter:
         phase = self.phases[op.input]
         out = self.op.results[index]
         full = t.tensor_shape(out)
-        rank = len(full)
-        terms = []
-        for d, stride in enumerate(row_major_strides(full)):
-            base = [
-                f"pid{g} * {v.real[d]}"
+        starts = [
+            [
+                scaled(f"pid{g}", v.real[d])
                 for g, m in enumerate(op.output_map)
                 if m == d and self.grid[g] > 1
             ]
-            index_ = arange(v.padded[d], d, rank)
-            if base:
-                index_ = f"({' + '.join(base)} + {index_})"
-            terms.append(index_ if stride == 1 else f"{index_} * {stride}")
+            for d in range(len(full))
+        ]
+        offsets = tile_offsets(full, v.padded, starts)
         mask = valid_mask(v.real, v.padded)
         value = f"{v.name}.to({TRITON_DTYPES[dtype_name(out)]})"
-        store = f"tl.store(out{index} + {' + '.join(terms)}, {value}"
+        store = f"tl.store(out{index} + {offsets}, {value}"
         store += f", mask={mask})" if mask else ")"
         target = Phase.POST if phase == Phase.INVARIANT and self.forloop > 1 else phase
         self.emit(target, f"{store}  # omap {list(op.output_map)}")
@@ -399,19 +411,14 @@ class KernelPrinter:
             terms.append(f"pid2 * {gx * gy}")
         return " + ".join(terms) or "0"
 
+    @staticmethod
     def scratch_offsets(
-        self, real: tuple[int, ...], padded: tuple[int, ...], dim: int, shift: int
+        real: tuple[int, ...], padded: tuple[int, ...], dim: int, shift: int
     ) -> str:
-        """Row-major offsets into a scratch tile of shape ``real``, of a padded
-        piece placed ``shift`` along ``dim``."""
-        rank = len(real)
-        terms = []
-        for d, stride in enumerate(row_major_strides(real)):
-            index = arange(padded[d], d, rank)
-            if d == dim and shift:
-                index = f"({index} + {shift})"
-            terms.append(index if stride == 1 else f"{index} * {stride}")
-        return " + ".join(terms)
+        """Offsets into a scratch tile of shape ``real`` of a padded piece
+        placed ``shift`` along ``dim``."""
+        starts = [[str(shift)] if d == dim and shift else [] for d in range(len(real))]
+        return tile_offsets(real, padded, starts)
 
     def print_concat(self, op: Operation) -> None:
         """Concatenation through this block's slice of a global scratch buffer.

@@ -297,6 +297,10 @@ class Bench:
                 compiled.load()
                 method.build_s = time.perf_counter() - t
                 method.note = f"{len(compiled.program.launches)} launch(es)"
+                if compiled.choices:
+                    method.note += "; " + ", ".join(
+                        c.key() for c in compiled.choices.values()
+                    )
                 outs_per_set = [
                     [
                         torch.full(
