@@ -138,12 +138,6 @@ def test_interpreted_random_ugraphs_match_ours() -> None:
     assert not _failures(rows)
 
 
-@pytest.mark.slow
-def test_interpreted_random_ugraphs_match_ours_long() -> None:
-    rows = _interpret("random", "200")
-    assert not _failures(rows)
-
-
 # --- compilation to cubin (Triton's own lowering, no GPU) -------------------------
 
 
