@@ -14,7 +14,12 @@ Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``cache-dir`` (``none`` disables the cache), ``jobs`` (0: all cores),
 ``no-prune`` (measure what pruning buys), ``chain``, ``trials``,
 ``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
-its µGraph template, for ``apply-mirage-rewrites``).
+its µGraph template, for ``apply-mirage-rewrites``), ``measure``: ``auto``
+(the default: ``gpu`` when a GPU, torch and cuda-python are there, else
+``none``), ``gpu`` (the input and the 8 cheapest verified candidates are
+compiled with both backends, Triton autotuned, timed as the benchmark does,
+and the fastest wins; times go into the report and the cache) or ``none``
+(the cost model chooses).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class Superoptimize(ModulePass):
     chain: str = "partial"
     trials: int = 0
     emit_rewrites: str = ""
+    measure: str = "auto"
 
     def options(self) -> SearchOptions:
         try:
@@ -93,9 +99,39 @@ class Superoptimize(ModulePass):
         sources = {
             f.sym_name.data: f.clone() for f in op.ops if isinstance(f, func.FuncOp)
         }
-        superoptimize_module(op, self.options(), cache_dir=self.cache_dir or None)
+        superoptimize_module(
+            op,
+            self.options(),
+            measure=resolve_measure(self.measure),
+            cache_dir=self.cache_dir or None,
+        )
         if self.emit_rewrites:
             write_rewrites(self.emit_rewrites, sources, op)
+
+
+MEASURES = ("auto", "gpu", "none")
+
+
+def resolve_measure(mode: str):
+    """The search's ``measure`` for option ``measure`` (None: the cost model)."""
+    if mode not in MEASURES:
+        raise MirageError(
+            f"superoptimize: error: option 'measure': expected one of "
+            f"{list(MEASURES)}, got '{mode}'"
+        )
+    if mode == "none":
+        return None
+    # the runtime is only needed, and only imported, when a GPU may measure
+    from mirage_xdsl.runtime.measure import GpuMeasure, gpu_available
+
+    if gpu_available():
+        return GpuMeasure()
+    if mode == "gpu":
+        raise MirageError(
+            "superoptimize: error: measure=gpu needs a GPU visible to torch and "
+            "cuda-python; use measure=none to rank by the cost model"
+        )
+    return None
 
 
 def write_rewrites(

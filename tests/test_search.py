@@ -134,3 +134,74 @@ def test_python_api_returns_a_copy() -> None:
     out = superoptimize(program, cache_dir="none", log=None, **FAST)
     assert any(isinstance(op, kernel.CustomizedOp) for op in out.walk())
     assert not any(isinstance(op, kernel.CustomizedOp) for op in program.walk())
+
+
+class FakeMeasure:
+    """Times a module by its text length (deterministic, needs no GPU)."""
+
+    key = "fake-device"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.last = 0.0
+
+    def __call__(self, module) -> float:
+        from mirage_xdsl.printing import module_text
+
+        self.calls += 1
+        self.last = len(module_text(module)) * 1e-9
+        return self.last
+
+    def describe(self) -> dict:
+        return {"backend": "fake", "time_us": self.last * 1e6}
+
+
+def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
+    tmp_path,
+) -> None:
+    program = WORKLOADS["rmsnorm_linear"].module(1, 8)
+    measure = FakeMeasure()
+    outcome = superoptimize_function(
+        entry_function(program),
+        SearchOptions(**FAST),
+        measure=measure,
+        cache_dir=str(tmp_path),
+    )
+    report = outcome.report
+    assert measure.calls == len(report.measured) == 1 + report.verified
+    assert report.measured[0]["input"] and report.measured_by == "fake-device"
+    chosen = [m for m in report.measured if m.get("chosen")]
+    assert len(chosen) == 1
+    assert chosen[0]["time_us"] == min(m["time_us"] for m in report.measured)
+    assert all("cost_us" in m and "kernels" in m for m in report.measured)
+    assert "timed" in report.summary()
+    # cached under the measure's key: a second search with it measures nothing
+    again = FakeMeasure()
+    cached = superoptimize_function(
+        entry_function(program),
+        SearchOptions(**FAST),
+        measure=again,
+        cache_dir=str(tmp_path),
+    )
+    assert cached.report.cached and again.calls == 0
+    assert cached.report.measured == report.measured
+    # the cost model's result is a different cache entry
+    plain = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir=str(tmp_path)
+    )
+    assert not plain.report.cached and not plain.report.measured
+
+
+def test_measure_option_of_the_pass() -> None:
+    from mirage_xdsl.passes.superoptimize import resolve_measure
+
+    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.runtime.measure import gpu_available
+
+    assert resolve_measure("none") is None
+    with pytest.raises(MirageError, match="expected one of"):
+        resolve_measure("fast")
+    if not gpu_available():
+        assert resolve_measure("auto") is None
+        with pytest.raises(MirageError, match="measure=gpu needs a GPU"):
+            resolve_measure("gpu")

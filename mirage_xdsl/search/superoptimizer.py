@@ -50,7 +50,12 @@ from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import UGraph, from_function, to_module
 
 Measure = Callable[[ModuleOp], float]
-"""Seconds one run of a module takes on the device (lower is better)."""
+"""Seconds one run of a module takes on the device (lower is better). A
+measure may also have ``key`` (what its timings depend on; measured results
+are cached under it) and ``describe()`` (details of its last timing)."""
+
+MEASURED_TOP = 8
+"""Verified candidates timed when a measure decides (the input besides)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,12 @@ class Report:
     cached: bool = False
     verifier: str = ""
     prune_available: bool = True
+    measured_by: str = ""
+    """What timed the candidates (``gpu:<device>:triton-<version>``), or empty
+    when the cost model chose."""
+    measured: list[dict] = field(default_factory=list)
+    """Every timed candidate: kernels, the cost model's estimate, the measured
+    time per call and backend; the chosen one has ``chosen: true``."""
 
     def summary(self) -> str:
         speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
@@ -96,8 +107,19 @@ class Report:
             f"{self.verified} verified ({self.verifier or 'none'}); "
             f"kernels {self.kernels_before} -> {self.kernels_after}; "
             f"cost {self.input_cost * 1e6:.1f} us -> {self.best_cost * 1e6:.1f} us "
-            f"({speedup:.2f}x); {self.seconds:.1f} s{status}"
+            f"({speedup:.2f}x){self.measured_summary()}; {self.seconds:.1f} s{status}"
         )
+
+    def measured_summary(self) -> str:
+        chosen = [m for m in self.measured if m.get("chosen")]
+        first = [m for m in self.measured if m.get("input")]
+        if not chosen or chosen[0].get("time_us") is None:
+            return ""
+        c = chosen[0]
+        text = f"; measured {c['time_us']:.1f} us ({c['backend']})"
+        if first and first[0].get("time_us"):
+            text += f", input {first[0]['time_us']:.1f} us"
+        return text + f", {len(self.measured)} timed"
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -364,8 +386,11 @@ def _pick(
     report: Report,
 ) -> tuple[float, UGraph]:
     verified: list[tuple[float, UGraph]] = []
+    top = (
+        options.verify_top if measure is None else max(options.verify_top, MEASURED_TOP)
+    )
     for c in sorted((c for c in candidates if c.screened), key=Candidate.order):
-        want = 1 if stop.reason else options.verify_top  # a stop ends it early
+        want = 1 if stop.reason else top  # a stop ends it early
         if len(verified) >= want or c.cost >= input_cost:
             break
         check = check_equivalent(
@@ -379,9 +404,26 @@ def _pick(
             report.rejected += 1
     pool = [(input_cost, input_graph), *verified]
     if measure is not None:
-        timed = [(measure(to_module(g)), g) for _, g in pool]
-        return min(timed, key=lambda x: x[0])
+        return _measured_pick(pool, measure, report)
     return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def _measured_pick(
+    pool: list[tuple[float, UGraph]], measure: Measure, report: Report
+) -> tuple[float, UGraph]:
+    """Time every candidate (the input first) and keep the fastest."""
+    describe = getattr(measure, "describe", None)
+    timed = []
+    for i, (cost, graph) in enumerate(pool):
+        seconds = measure(to_module(graph))
+        entry = {"input": i == 0, "kernels": graph.kernels, "cost_us": cost * 1e6}
+        entry.update(describe() if describe else {"time_us": seconds * 1e6})
+        report.measured.append(entry)
+        timed.append((seconds, i))
+    _, best = min(timed)
+    report.measured[best]["chosen"] = True
+    report.measured_by = str(getattr(measure, "key", "measure"))
+    return pool[best]
 
 
 def superoptimize_function(
@@ -402,8 +444,12 @@ def superoptimize_function(
     input_cost = cost_model.cost(input_graph)
     report = Report(name, input_cost=input_cost, kernels_before=input_graph.kernels)
     cache = Cache(cache_dir or default_dir()) if cache_dir != "none" else None
-    key = program_key(text, options.key())
-    hit = cache.get(key) if cache and measure is None else None
+    measure_key = getattr(measure, "key", None) if measure is not None else ""
+    key = program_key(
+        text, {**options.key(), **({"measure": measure_key} if measure_key else {})}
+    )
+    cacheable = measure is None or measure_key is not None
+    hit = cache.get(key) if cache and cacheable else None
     if hit is not None:
         return _from_cache(hit, report, start)
     progress = progress or Progress()
@@ -420,7 +466,7 @@ def superoptimize_function(
     report.kernels_after = best.kernels
     report.seconds = time.monotonic() - start
     fn = _function_of(best)
-    if cache and not report.stopped:
+    if cache and cacheable and not report.stopped:
         from mirage_xdsl.printing import module_text as text_of
 
         cache.put(

@@ -1,0 +1,188 @@
+"""Timing a program on the GPU the way users run it, for choosing between µGraphs.
+
+A candidate is compiled with each backend (Triton autotuned, CUDA C) and
+timed as ``tools/bench.py`` times: calls captured in a CUDA graph, L2 flushed
+(a 256 MB write) before every call, the flushes' own time (a graph of the
+flushes alone) subtracted, the median over repetitions kept. Two figures per
+backend: one call per replay, and :data:`BATCH` calls per replay (launch
+latency amortised, as inside a model's layer). The second decides.
+
+:class:`GpuMeasure` is the ``measure`` the search takes: it returns seconds
+per call of the faster backend and remembers, per call, what it measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BATCH = 20
+"""Calls captured in one CUDA graph for the headline figure."""
+FLUSH_BYTES = 256 << 20
+BACKENDS = ("triton", "cuda")
+
+
+@dataclass(frozen=True)
+class Timing:
+    backend: str
+    single_us: float
+    """Median µs of one call per replay."""
+    batched_us: float
+    """Median µs per call with :data:`BATCH` calls per replay."""
+
+
+class GraphTimer:
+    """CUDA-graph replays with the L2 flushed before each call."""
+
+    def __init__(self, reps: int = 50, warmup: int = 5):
+        import torch
+
+        self.torch = torch
+        self.reps = reps
+        self.warmup = warmup
+        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def _graph(self, body) -> Any:
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body()
+        return graph
+
+    def _median_us(self, graph) -> float:
+        torch = self.torch
+        for _ in range(self.warmup):
+            graph.replay()
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(self.reps)
+        ]
+        for start, end in events:
+            start.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize()
+        times = sorted(s.elapsed_time(e) * 1000.0 for s, e in events)
+        return times[len(times) // 2]
+
+    def per_call_us(self, call, calls: int) -> float:
+        """Median µs of one ``call`` with the flush before it subtracted."""
+
+        def flushes():
+            for _ in range(calls):
+                self.flush_buffer.fill_(1)
+
+        def body():
+            for _ in range(calls):
+                self.flush_buffer.fill_(1)
+                call()
+
+        total = self._median_us(self._graph(body))
+        flush = self._median_us(self._graph(flushes))
+        return max(total - flush, 0.0) / calls
+
+
+def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:
+    """Inputs in ±0.25 (fp16-safe for exp) and output tensors for ``compiled``."""
+    import torch
+
+    from mirage_xdsl.runtime.arguments import element_type
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = [
+        ((torch.rand(s.shape, device="cuda", generator=gen) * 2 - 1) * 0.25).to(
+            element_type(s).torch_dtype()
+        )
+        for s in compiled.inputs()
+    ]
+    outputs = [
+        torch.empty(s.shape, dtype=element_type(s).torch_dtype(), device="cuda")
+        for s in compiled.outputs()
+    ]
+    return inputs, outputs
+
+
+def time_module(
+    module: Any, backends: Sequence[str] = BACKENDS, timer: GraphTimer | None = None
+) -> list[Timing]:
+    """Each backend's timing of ``module`` (a backend that fails is left out)."""
+    from mirage_xdsl.runtime.api import compile
+
+    timer = timer or GraphTimer()
+    out = []
+    for backend in backends:
+        try:
+            compiled = compile(module, backend=backend)
+        except Exception:  # a backend that cannot build this program is no candidate
+            continue
+        try:
+            inputs, outputs = random_tensors(compiled)
+
+            def call(c=compiled, xs=inputs, ys=outputs):
+                c.run(*xs, outputs=ys)
+
+            single = timer.per_call_us(call, 1)
+            batched = timer.per_call_us(call, BATCH)
+            out.append(Timing(backend, single, batched))
+        finally:
+            compiled.close()
+    return out
+
+
+@dataclass
+class GpuMeasure:
+    """The search's ``measure``: seconds per call of the faster backend."""
+
+    backends: tuple[str, ...] = BACKENDS
+    last: list[Timing] = field(default_factory=list)
+    _timer: GraphTimer | None = None
+
+    @property
+    def key(self) -> str:
+        """What a measured choice depends on: the GPU and the compilers."""
+        import torch
+
+        try:
+            import triton
+
+            version = triton.__version__
+        except ImportError:
+            version = "none"
+        return f"gpu:{torch.cuda.get_device_name()}:triton-{version}"
+
+    def __call__(self, module: Any) -> float:
+        if self._timer is None:
+            self._timer = GraphTimer()
+        self.last = time_module(module, self.backends, self._timer)
+        if not self.last:
+            return float("inf")
+        return min(t.batched_us for t in self.last) * 1e-6
+
+    def describe(self) -> dict[str, Any]:
+        """What the last call measured, for the search's report."""
+        if not self.last:
+            return {"backend": None, "time_us": None}
+        best = min(self.last, key=lambda t: t.batched_us)
+        return {
+            "backend": best.backend,
+            "time_us": best.batched_us,
+            "single_call_us": best.single_us,
+            "by_backend": {t.backend: t.batched_us for t in self.last},
+        }
+
+
+def gpu_available() -> bool:
+    """A GPU that the runtime and torch can both use."""
+    from mirage_xdsl.runtime.driver import gpu_unavailable_reason
+
+    try:
+        import torch
+    except ImportError:
+        return False
+    return gpu_unavailable_reason() is None and torch.cuda.is_available()
