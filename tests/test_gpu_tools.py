@@ -119,3 +119,11 @@ def test_torch_baselines_compute_the_workloads(name: str) -> None:
         assert compare([o.numpy() for o in outs], refs, 1e-4).ok
     else:
         assert sdpa is None
+
+
+def test_bench_measured_rank_correlation() -> None:
+    import bench_measured
+
+    assert bench_measured.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert bench_measured.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert np.isnan(bench_measured.spearman([1], [2]))
