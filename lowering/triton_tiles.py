@@ -77,7 +77,7 @@ def matmul_dims(op: Operation) -> tuple[list[Dim], list[Dim], list[Dim]]:
 
 def tie_op(classes: DimClasses, op: Operation) -> None:
     """Record the dims ``op`` ties together."""
-    if not op.results or not isinstance(op, t.TensorOp | Operation):
+    if not op.results:
         return
     kind = getattr(op, "KIND", None)
     result = op.results[0]

@@ -4,7 +4,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
 (Triton reads it at import). Prints one JSON line per case:
 ``{"case": ..., "form": ..., "errors": [...]}`` or ``{"case": ..., "error": ...}``.
 
-    TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8
+    TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...]
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
 """
 
@@ -67,13 +67,13 @@ def check(case: str, module, inputs) -> None:
     sys.stdout.flush()
 
 
-def workloads(scale: int) -> None:
+def workloads(scale: int, batches: tuple[int, ...] = (1, 8)) -> None:
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
     builders = [(n, w.module) for n, w in sorted(WORKLOADS.items())]
     builders += [(n, b) for n, (_, b) in sorted(HANDWRITTEN.items())]
     for name, build in builders:
-        for batch in (1, 8):
+        for batch in batches:
             module = build(batch, scale)
             check(f"{name} b={batch}", module, random_inputs(module, batch, -0.5, 0.5))
 
@@ -90,6 +90,6 @@ def random_cases(count: int, first: int = 0) -> None:
 if __name__ == "__main__":
     what, n = sys.argv[1], int(sys.argv[2])
     if what == "workloads":
-        workloads(n)
+        workloads(n, tuple(int(b) for b in sys.argv[3:]) or (1, 8))
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
