@@ -32,6 +32,21 @@ class Timing:
     """Median µs per call with :data:`BATCH` calls per replay."""
 
 
+def capture_graph(body) -> Any:
+    """A CUDA graph of ``body()``, warmed up once on a side stream first."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    return graph
+
+
 class GraphTimer:
     """CUDA-graph replays with the L2 flushed before each call."""
 
@@ -42,18 +57,6 @@ class GraphTimer:
         self.reps = reps
         self.warmup = warmup
         self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-
-    def _graph(self, body) -> Any:
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            body()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
-        return graph
 
     def _median_us(self, graph) -> float:
         torch = self.torch
@@ -83,8 +86,8 @@ class GraphTimer:
                 self.flush_buffer.fill_(1)
                 call()
 
-        total = self._median_us(self._graph(body))
-        flush = self._median_us(self._graph(flushes))
+        total = self._median_us(capture_graph(body))
+        flush = self._median_us(capture_graph(flushes))
         return max(total - flush, 0.0) / calls
 
 
