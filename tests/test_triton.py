@@ -230,3 +230,27 @@ def test_unknown_backend_is_one_line() -> None:
 
     with pytest.raises(MirageError, match="unknown backend 'ptx'"):
         compile(WORKLOADS["lora"].module(1, SCALE), backend="ptx")
+
+
+def test_auto_falls_back_to_cuda_for_what_triton_cannot_build() -> None:
+    """A 4096 x 16 weight tile loaded whole needs more shared memory under
+    Triton than a block has; ``auto`` still compiles it, as CUDA C."""
+    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.runtime import compile
+
+    text = """
+    func.func @f(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
+      %y = kernel.customized(%x, %w) grid [256, 1, 1] block [256, 1, 1] forloop 1 : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
+      ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>):
+        %i = block.input %a imap [-1, -1, -1] fmap -1 : tensor<1x4096xf16> -> tensor<1x4096xf16>
+        %j = block.input %b imap [1, -1, -1] fmap -1 : tensor<4096x4096xf16> -> tensor<4096x16xf16>
+        %m = block.matmul %i, %j : tensor<1x4096xf16>, tensor<4096x16xf16> -> tensor<1x16xf16>
+        block.output %m omap [1, -1, -1] : tensor<1x16xf16>
+      }
+      func.return %y : tensor<1x4096xf16>
+    }"""
+    module = parse(make_context(), text, "f.mlir")
+    with pytest.raises(MirageError, match="shared memory"):
+        compile(module, backend="triton", tune=False)
+    compiled = compile(module, tune=False)
+    assert compiled.backend == "cuda" and "shared memory" in compiled.fallback

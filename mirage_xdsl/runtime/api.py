@@ -86,6 +86,8 @@ class CompiledProgram:
         self.cubin = None if cubins is not None else self.cubin_for(program.arch)
         self.choices: dict[str, Any] = {}
         """Per kernel, the settings the Triton backend chose."""
+        self.fallback = ""
+        """Why ``backend="auto"`` fell back to CUDA C (empty when it did not)."""
         self._loaded: LoadedProgram | None = None
         self._staging: dict[str, int] = {}
 
@@ -285,12 +287,24 @@ def compile(
 
     ``backend``: ``triton`` (Triton kernels, autotuned when a GPU is visible
     unless ``tune=False``), ``cuda`` (CUDA C through NVRTC), or ``auto``
-    (Triton where it is installed). A :class:`GpuProgram` is CUDA C already.
+    (Triton where it is installed, and CUDA C for a program Triton cannot
+    build; ``compiled.fallback`` says why). A :class:`GpuProgram` is CUDA C
+    already.
     """
     if isinstance(program, GpuProgram):
         return CompiledProgram(program, device=device, cache=cache)
+    fallback = ""
     if resolve_backend(backend) == "triton":
         from mirage_xdsl.runtime.triton_backend import compile_triton
 
-        return compile_triton(program, function, device=device, tune=tune)
-    return CompiledProgram(lower(program, function), device=device, cache=cache)
+        try:
+            return compile_triton(program, function, device=device, tune=tune)
+        except MirageError as e:
+            if backend != "auto":
+                raise
+            # auto: a program Triton cannot build (a tile over the shared
+            # memory a block has, say) still runs, as CUDA C
+            fallback = str(e).removeprefix("error: ")
+    compiled = CompiledProgram(lower(program, function), device=device, cache=cache)
+    compiled.fallback = fallback
+    return compiled
