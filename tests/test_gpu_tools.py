@@ -127,3 +127,19 @@ def test_bench_measured_rank_correlation() -> None:
     assert bench_measured.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert bench_measured.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
     assert np.isnan(bench_measured.spearman([1], [2]))
+
+
+def test_markdown_reports_the_batched_figures() -> None:
+    c = _config()
+    c.methods[0].batched_us = 6.0
+    c.methods[1].batched_us = 4.0
+    c.methods[3].batched_us = 8.0
+    cells = [
+        x.strip()
+        for x in bench.markdown([c], 3.0).splitlines()[2].strip("|").split("|")
+    ]
+    assert cells[13:] == [
+        "4.0 (gqa_flashdecoding)",
+        "8.0 (sdpa_flash_attention)",
+        "2.00×",
+    ]

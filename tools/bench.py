@@ -13,7 +13,9 @@ in our own), and for attention scaled_dot_product_attention on each backend
 How each method is timed (the same for all): a CUDA graph of one call per input
 set (several sets, rotated), warm-up replays, then for each repetition a 256 MB
 write to flush L2, and CUDA events around one replay; the median and the 10th
-and 90th percentiles are reported. A device-to-device copy of 1 GiB, timed the
+and 90th percentiles are reported. A second figure puts 20 calls in one graph
+(launch latency amortised, as inside a model's layer), each after a flush; a
+graph of the flushes alone is timed and subtracted. A device-to-device copy of 1 GiB, timed the
 same way, gives the bandwidth roofline; each of our kernels' achieved
 bandwidth counts the fewest bytes it must move (inputs read once, outputs
 written once).
@@ -48,6 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 FLUSH_BYTES = 256 << 20
 COPY_BYTES = 1 << 30
+BATCH = 20
+"""Calls per CUDA graph for the second figure (launch latency amortised)."""
 
 
 @dataclass
@@ -67,6 +71,9 @@ class Method:
     note: str = ""
     build_s: float = 0.0
     graph: bool = True
+    batched_us: float | None = None
+    """Median µs per call with BATCH calls in one graph, L2 flushed before
+    each call, the flushes' own time subtracted."""
 
 
 @dataclass
@@ -79,6 +86,14 @@ class Config:
     def best(self, kind: str) -> Method | None:
         done = [m for m in self.methods if m.kind == kind and m.status == "ok"]
         return min(done, key=lambda m: m.median_us, default=None)
+
+    def best_batched(self, kind: str) -> Method | None:
+        done = [
+            m
+            for m in self.methods
+            if m.kind == kind and m.status == "ok" and m.batched_us is not None
+        ]
+        return min(done, key=lambda m: m.batched_us, default=None)
 
 
 # --- timing ------------------------------------------------------------------------
@@ -136,6 +151,48 @@ class Timer:
             [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True)]
         )
         return us, graph
+
+    def batched(self, calls: list[Callable[[], object]]) -> float | None:
+        """µs per call with BATCH calls (input sets in turn) in one CUDA graph,
+        L2 flushed before each call; a graph of the flushes alone is timed
+        too and subtracted. None when the calls cannot be captured."""
+        torch = self.torch
+
+        def body():
+            for i in range(BATCH):
+                self.flush()
+                calls[i % len(calls)]()
+
+        def flushes():
+            for _ in range(BATCH):
+                self.flush()
+
+        try:
+            graphs = [self._capture(body), self._capture(flushes)]
+        except Exception:
+            torch.cuda.synchronize()
+            return None
+        medians = []
+        reps = max(self.reps // 10, 10)
+        for graph in graphs:
+            for _ in range(2):
+                graph.replay()
+            events = [
+                (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
+                for _ in range(reps)
+            ]
+            for start, end in events:
+                start.record()
+                graph.replay()
+                end.record()
+            torch.cuda.synchronize()
+            medians.append(
+                float(np.median([a.elapsed_time(b) * 1e3 for a, b in events]))
+            )
+        return max(medians[0] - medians[1], 0.0) / BATCH
 
 
 def record_timing(method: Method, us: np.ndarray, graph: bool) -> None:
@@ -323,6 +380,7 @@ class Bench:
                     for xs, os_ in zip(sets, outs_per_set, strict=True)
                 ]
                 record_timing(method, *self.timer.time(calls))
+                method.batched_us = self.timer.batched(calls)
                 compiled.synchronize()
             except Exception as e:
                 method.status = "error"
@@ -352,9 +410,9 @@ class Bench:
             method.build_s = time.perf_counter() - t
             if not self.check(method, outs, refs):
                 return
-            record_timing(
-                method, *self.timer.time([(lambda xs=xs: fn(*xs)) for xs in sets])
-            )
+            calls = [(lambda xs=xs: fn(*xs)) for xs in sets]
+            record_timing(method, *self.timer.time(calls))
+            method.batched_us = self.timer.batched(calls)
         except CompileTimeout as e:
             method.status = "skipped"
             method.note = f"compile cap: {e}"
@@ -435,9 +493,10 @@ def cell(config: Config, names: tuple[str, ...]) -> str:
 def markdown(configs: list[Config], copy_tbps: float) -> str:
     head = (
         "| workload | b | ours µs [p10–p90] | ours: µGraph | eager | compile | max-autotune | SDPA "
-        "| best PyTorch | speed-up | ours TB/s | % of copy | floor µs |"
+        "| best PyTorch | speed-up | ours TB/s | % of copy | floor µs "
+        f"| ours µs, {BATCH}/graph | best PyTorch, {BATCH}/graph | speed-up, {BATCH}/graph |"
     )
-    lines = [head, "|" + " --- |" * 13]
+    lines = [head, "|" + " --- |" * 16]
     for c in configs:
         ours, base = c.best("ours"), c.best("torch")
         floor = c.min_bytes / (copy_tbps * 1e12) * 1e6
@@ -459,9 +518,26 @@ def markdown(configs: list[Config], copy_tbps: float) -> str:
             + f" | {cell(c, ('eager',))} | {cell(c, ('compile',))} | {cell(c, ('max-autotune',))}"
             + f" | {cell(c, ('sdpa_',)) if c.workload.endswith('gqa') else '—'} | {best} | {speedup} | "
             + " | ".join(bw)
-            + f" | {floor:.1f} |"
+            + f" | {floor:.1f} | "
+            + " | ".join(batched_cells(c))
+            + " |"
         )
     return "\n".join(lines)
+
+
+def batched_cells(c: Config) -> list[str]:
+    """Ours, best PyTorch and the speed-up with BATCH calls per graph."""
+    ours, base = c.best_batched("ours"), c.best_batched("torch")
+    cells = [
+        "—" if ours is None else f"{ours.batched_us:.1f} ({ours.name})",
+        "—" if base is None else f"{base.batched_us:.1f} ({base.name})",
+    ]
+    speedup = (
+        f"{base.batched_us / ours.batched_us:.2f}×"
+        if ours and base and ours.batched_us
+        else "—"
+    )
+    return cells + [speedup]
 
 
 def backend_table(configs: list[Config]) -> str:
@@ -506,8 +582,8 @@ def details(configs: list[Config], copy_tbps: float) -> str:
     """Every method of every configuration, with achieved bandwidth."""
     lines = [
         "| workload | b | method | status | median µs | p10 | p90 | TB/s (% of copy) "
-        "| rel. L2 | build s | note |",
-        "|" + " --- |" * 11,
+        f"| rel. L2 | build s | note | µs, {BATCH}/graph |",
+        "|" + " --- |" * 12,
     ]
     for c in configs:
         for m in c.methods:
@@ -519,7 +595,7 @@ def details(configs: list[Config], copy_tbps: float) -> str:
             lines.append(
                 f"| {c.workload} | {c.batch} | {m.kind}/{m.name} | {m.status} | {fmt(m.median_us)} "
                 f"| {fmt(m.p10_us)} | {fmt(m.p90_us)} | {bw} | {err} | {m.build_s:.1f} "
-                f"| {m.note.replace('|', '/')} |"
+                f"| {m.note.replace('|', '/')} | {fmt(m.batched_us)} |"
             )
     return "\n".join(lines)
 
