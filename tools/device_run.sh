@@ -7,7 +7,8 @@
 #   ... copy the repository with .device/ to the GPU machine, then there:
 #   tools/device_run.sh [STAGE] [TOOL OPTIONS...]
 #
-# STAGE: install | test | check | bench | all (default: all = install, test, check, bench)
+# STAGE: install | test | check | bench | all (default: all = install, test, check
+# with both backends, bench; all of it takes more than one 10-minute device call)
 # TOOL OPTIONS go to tools/gpu_check.py (check) or tools/bench.py (bench).
 # Results go to $OUT (default ./device-out): device_run.log, gpu_check.{json,md},
 # gpu_check_triton.{json,md}, bench.{json,md,png}. Exit status: 0 when every stage passed.
