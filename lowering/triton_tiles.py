@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from mirage_xdsl.dialects import tensor_ops as t
 from xdsl.ir import Operation, SSAValue
 
+from mirage_xdsl.union_find import UnionFind
+
 DOT_MIN = 16
 """``tl.dot`` needs every operand side at least this long."""
 
@@ -36,32 +38,15 @@ def next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-class DimClasses:
-    """Union-find over value dimensions."""
-
-    def __init__(self) -> None:
-        self.parent: dict[Dim, Dim] = {}
-
-    def find(self, d: Dim) -> Dim:
-        self.parent.setdefault(d, d)
-        while self.parent[d] != d:
-            self.parent[d] = self.parent[self.parent[d]]
-            d = self.parent[d]
-        return d
-
-    def tie(self, a: Dim, b: Dim) -> None:
-        self.parent[self.find(a)] = self.find(b)
-
-
 def shape(value: SSAValue) -> tuple[int, ...]:
     return t.tensor_shape(value)
 
 
-def _tie_same_extent(classes: DimClasses, a: SSAValue, b: SSAValue) -> None:
+def _tie_same_extent(classes: UnionFind, a: SSAValue, b: SSAValue) -> None:
     """Tie the dims of ``a`` and ``b`` that have equal extents (no broadcast)."""
     for d, (x, y) in enumerate(zip(shape(a), shape(b), strict=True)):
         if x == y:
-            classes.tie((a, d), (b, d))
+            classes.union((a, d), (b, d))
 
 
 def matmul_dims(op: Operation) -> tuple[list[Dim], list[Dim], list[Dim]]:
@@ -75,7 +60,7 @@ def matmul_dims(op: Operation) -> tuple[list[Dim], list[Dim], list[Dim]]:
     return m, n, k
 
 
-def tie_op(classes: DimClasses, op: Operation) -> None:
+def tie_op(classes: UnionFind, op: Operation) -> None:
     """Record the dims ``op`` ties together."""
     if not op.results:
         return
@@ -85,7 +70,7 @@ def tie_op(classes: DimClasses, op: Operation) -> None:
     if op.name == "block.forloop_accum":
         keep = range(rank) if op.reduction == "none" else range(rank - 1)  # type: ignore[attr-defined]
         for d in keep:
-            classes.tie((op.operands[0], d), (result, d))
+            classes.union((op.operands[0], d), (result, d))
     elif kind in t.BINARY_KINDS or kind in t.UNARY_KINDS:
         for v in op.operands:
             _tie_same_extent(classes, v, result)
@@ -93,19 +78,19 @@ def tie_op(classes: DimClasses, op: Operation) -> None:
         dim = op.dim.value.data  # type: ignore[attr-defined]
         for d in range(rank):
             if d != dim:
-                classes.tie((op.operands[0], d), (result, d))
+                classes.union((op.operands[0], d), (result, d))
     elif kind == "concat":
         dim = op.dim.value.data  # type: ignore[attr-defined]
         for v in op.operands:
             for d in range(rank):
                 if d != dim and shape(v)[d] == shape(result)[d]:
-                    classes.tie((v, d), (result, d))
+                    classes.union((v, d), (result, d))
     elif kind == "matmul":
         for pair in matmul_dims(op):
-            classes.tie(*pair)
+            classes.union(*pair)
         for v in op.operands:
             for d in range(rank - 2):
-                classes.tie((v, d), (result, d))
+                classes.union((v, d), (result, d))
 
 
 def padded_shapes(
@@ -123,7 +108,7 @@ def padded_shapes(
     computes it right); no contraction of 16 or more did.
     """
     ops = list(ops)
-    classes = DimClasses()
+    classes = UnionFind()
     for op in ops:
         tie_op(classes, op)
     least: dict[Dim, int] = {}

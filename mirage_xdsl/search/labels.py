@@ -26,6 +26,7 @@ from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.union_find import UnionFind
 
 Label = tuple
 UNIT: Label = ("u",)
@@ -48,23 +49,6 @@ def is_axis(label: Label) -> bool:
     return label[0] == "a"
 
 
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[object, object] = {}
-
-    def find(self, x: object) -> object:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: object, b: object) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
-
-
 @dataclass(frozen=True)
 class Axes:
     """The axes of an input program and the labels of its values."""
@@ -78,7 +62,7 @@ class Axes:
 
 def analyse(function: func.FuncOp) -> Axes:
     """Unify dimensions across the ops of a kernel-level function."""
-    uf = _UnionFind()
+    uf = UnionFind()
     reduced_nodes: list[tuple[SSAValue, int]] = []
     values: list[SSAValue] = list(function.body.block.args)
     for op in function.body.block.ops:
