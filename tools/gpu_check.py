@@ -113,9 +113,9 @@ def cases(args) -> list[Case]:
 
 
 def build(case: Case, scale: int):
-    """(module or None, GpuProgram, reference function of the inputs)."""
+    """(module, None, reference function of the inputs) for a program, or
+    (None, GpuProgram, reference) for a runtime selftest."""
     from mirage_xdsl.interpreter import run
-    from mirage_xdsl.runtime import lower
     from mirage_xdsl.runtime.selftest import SELFTESTS
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
@@ -132,7 +132,7 @@ def build(case: Case, scale: int):
         module = HANDWRITTEN[case.name][1](case.batch, scale)
     else:
         module = fuzz_module()(np.random.default_rng(case.seed))
-    return module, lower(module), lambda *xs: run(module, list(xs))
+    return module, None, lambda *xs: run(module, list(xs))
 
 
 def inputs_for(program, module, seed: int, amplitude: float) -> list[np.ndarray]:
@@ -151,17 +151,20 @@ def inputs_for(program, module, seed: int, amplitude: float) -> list[np.ndarray]
 
 
 def check_case(case: Case, args, torch_ok: bool) -> Result:
-    from mirage_xdsl.runtime import CompiledProgram
+    from mirage_xdsl.runtime import CompiledProgram, lower
+    from mirage_xdsl.runtime.triton_backend import compile_triton, lower_triton
 
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     module, program, reference = build(case, args.scale)
+    triton = args.backend == "triton" and program is None
+    if triton:
+        triton_program = lower_triton(module)
+    elif program is None:
+        program = lower(module)
     seconds["lower"] = time.perf_counter() - t
     t = time.perf_counter()
-    if args.backend == "triton" and module is not None:
-        from mirage_xdsl.runtime.triton_backend import compile_triton, lower_triton
-
-        triton_program = lower_triton(module)
+    if triton:
         forms = max(len(k.variants) for k in triton_program.kernels)
         variants = [
             compile_triton(triton_program, tune=False, form=f) for f in range(forms)
