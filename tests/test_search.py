@@ -160,14 +160,17 @@ def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
     tmp_path,
 ) -> None:
     program = WORKLOADS["rmsnorm_linear"].module(1, 8)
+
+    def search_with(measure: FakeMeasure | None):
+        return superoptimize_function(
+            entry_function(program),
+            SearchOptions(**FAST),
+            measure=measure,
+            cache_dir=str(tmp_path),
+        )
+
     measure = FakeMeasure()
-    outcome = superoptimize_function(
-        entry_function(program),
-        SearchOptions(**FAST),
-        measure=measure,
-        cache_dir=str(tmp_path),
-    )
-    report = outcome.report
+    report = search_with(measure).report
     assert measure.calls == len(report.measured) == 1 + report.verified
     assert report.measured[0]["input"] and report.measured_by == "fake-device"
     chosen = [m for m in report.measured if m.get("chosen")]
@@ -177,18 +180,11 @@ def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
     assert "timed" in report.summary()
     # cached under the measure's key: a second search with it measures nothing
     again = FakeMeasure()
-    cached = superoptimize_function(
-        entry_function(program),
-        SearchOptions(**FAST),
-        measure=again,
-        cache_dir=str(tmp_path),
-    )
+    cached = search_with(again)
     assert cached.report.cached and again.calls == 0
     assert cached.report.measured == report.measured
     # the cost model's result is a different cache entry
-    plain = superoptimize_function(
-        entry_function(program), SearchOptions(**FAST), cache_dir=str(tmp_path)
-    )
+    plain = search_with(None)
     assert not plain.report.cached and not plain.report.measured
 
 

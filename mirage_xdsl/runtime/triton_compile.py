@@ -86,13 +86,6 @@ def load_source(source: str) -> dict[str, Any]:
     return namespace
 
 
-def interpreted(source: str, name: str) -> Any:
-    """A kernel of ``source`` run by Triton's CPU interpreter (numpy underneath)."""
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return InterpretedFunction(load_source(source)[name].fn)
-
-
 def _param_count(ptx: str, name: str) -> int:
     match = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
     if match is None:
