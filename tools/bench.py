@@ -46,12 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mirage_xdsl.runtime.measure import BATCH
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-FLUSH_BYTES = 256 << 20
 COPY_BYTES = 1 << 30
-BATCH = 20
-"""Calls per CUDA graph for the second figure (launch latency amortised)."""
 
 
 @dataclass
@@ -105,10 +104,14 @@ class Timer:
     def __init__(self, reps: int, warmup: int):
         import torch
 
+        from mirage_xdsl.runtime.measure import GraphTimer
+
         self.torch = torch
         self.reps = reps
         self.warmup = warmup
-        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        self.graphs = GraphTimer(reps=max(reps // 10, 10), warmup=2)
+        """Times the BATCH-calls-per-graph figure; its flush buffer is ours too."""
+        self.flush_buffer = self.graphs.flush_buffer
 
     def flush(self) -> None:
         self.flush_buffer.fill_(1)
@@ -154,45 +157,13 @@ class Timer:
 
     def batched(self, calls: list[Callable[[], object]]) -> float | None:
         """µs per call with BATCH calls (input sets in turn) in one CUDA graph,
-        L2 flushed before each call; a graph of the flushes alone is timed
-        too and subtracted. None when the calls cannot be captured."""
-        torch = self.torch
-
-        def body():
-            for i in range(BATCH):
-                self.flush()
-                calls[i % len(calls)]()
-
-        def flushes():
-            for _ in range(BATCH):
-                self.flush()
-
+        L2 flushed before each call and the flushes' own time subtracted
+        (``GraphTimer.per_call_us``). None when the calls cannot be captured."""
         try:
-            graphs = [self._capture(body), self._capture(flushes)]
+            return self.graphs.per_call_us(calls, BATCH)
         except Exception:
-            torch.cuda.synchronize()
+            self.torch.cuda.synchronize()
             return None
-        medians = []
-        reps = max(self.reps // 10, 10)
-        for graph in graphs:
-            for _ in range(2):
-                graph.replay()
-            events = [
-                (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                for _ in range(reps)
-            ]
-            for start, end in events:
-                start.record()
-                graph.replay()
-                end.record()
-            torch.cuda.synchronize()
-            medians.append(
-                float(np.median([a.elapsed_time(b) * 1e3 for a, b in events]))
-            )
-        return max(medians[0] - medians[1], 0.0) / BATCH
 
 
 def record_timing(method: Method, us: np.ndarray, graph: bool) -> None:

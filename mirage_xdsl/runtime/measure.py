@@ -13,7 +13,7 @@ per call of the faster backend and remembers, per call, what it measured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,13 +50,13 @@ def capture_graph(body) -> Any:
 class GraphTimer:
     """CUDA-graph replays with the L2 flushed before each call."""
 
-    def __init__(self, reps: int = 50, warmup: int = 5):
+    def __init__(self, reps: int = 50, warmup: int = 5, device: str = "cuda"):
         import torch
 
         self.torch = torch
         self.reps = reps
         self.warmup = warmup
-        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
 
     def _median_us(self, graph) -> float:
         torch = self.torch
@@ -74,21 +74,23 @@ class GraphTimer:
         times = sorted(s.elapsed_time(e) * 1000.0 for s, e in events)
         return times[len(times) // 2]
 
-    def per_call_us(self, call, calls: int) -> float:
-        """Median µs of one ``call`` with the flush before it subtracted."""
+    def per_call_us(self, calls: Sequence[Callable[[], object]], count: int) -> float:
+        """Median µs per call of ``count`` calls in one graph (``calls`` taken
+        in turn, e.g. one per input set), each after an L2 flush; a graph of
+        the flushes alone is timed and subtracted."""
 
         def flushes():
-            for _ in range(calls):
+            for _ in range(count):
                 self.flush_buffer.fill_(1)
 
         def body():
-            for _ in range(calls):
+            for i in range(count):
                 self.flush_buffer.fill_(1)
-                call()
+                calls[i % len(calls)]()
 
         total = self._median_us(capture_graph(body))
         flush = self._median_us(capture_graph(flushes))
-        return max(total - flush, 0.0) / calls
+        return max(total - flush, 0.0) / count
 
 
 def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:
@@ -130,8 +132,8 @@ def time_module(
             def call(c=compiled, xs=inputs, ys=outputs):
                 c.run(*xs, outputs=ys)
 
-            single = timer.per_call_us(call, 1)
-            batched = timer.per_call_us(call, BATCH)
+            single = timer.per_call_us([call], 1)
+            batched = timer.per_call_us([call], BATCH)
             out.append(Timing(backend, single, batched))
         finally:
             compiled.close()

@@ -11,6 +11,7 @@ memory its metadata names, and its scratch parameters after the buffers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from mirage_xdsl.diagnostics import MirageError
@@ -84,17 +85,17 @@ def untuned(program: TritonProgram, form: int | None = None) -> Chosen:
 
 
 def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotune.Timer:
-    """Times one kernel alone on random inputs: L2 flushed before each launch,
-    median of ``reps`` launches, in microseconds."""
+    """Times one kernel alone on random inputs, as the benchmark times a
+    program (``GraphTimer``: a CUDA graph, L2 flushed before the launch and
+    the flush's time subtracted, median of ``reps``), in microseconds."""
     import torch
 
     from mirage_xdsl.runtime.arguments import element_type
     from mirage_xdsl.runtime.executable import LoadedProgram
+    from mirage_xdsl.runtime.measure import GraphTimer
 
     specs = {b.name: b for b in program.buffers}
-    flush = torch.empty(
-        64 << 20, dtype=torch.int32, device=f"cuda:{device.info.ordinal}"
-    )
+    timer = GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
 
     def time(kernel: TritonKernel, binary: TritonBinary) -> float:
         buffers = []
@@ -112,43 +113,24 @@ def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotun
             )
         tensors = {
             b.name: torch.empty(
-                b.shape, dtype=element_type(b).torch_dtype(), device=flush.device
+                b.shape,
+                dtype=element_type(b).torch_dtype(),
+                device=timer.flush_buffer.device,
             ).uniform_(-0.5, 0.5)
             for b in buffers
         }
-        launch = launch_of(kernel, binary)
-        launch = KernelLaunch(
-            launch.name,
-            launch.grid,
-            launch.block,
-            launch.shared_bytes,
-            tuple(b.name for b in buffers),
-            launch.scratch,
-        )
+        launch = replace(launch_of(kernel, binary), args=tuple(b.name for b in buffers))
         one = GpuProgram(
             binary.name, program.source, tuple(buffers), (launch,), backend="triton"
         )
         loaded = LoadedProgram(one, {binary.name: binary.cubin}, device)
         pointers = {n: t.data_ptr() for n, t in tensors.items()}
-        stream = torch.cuda.current_stream(flush.device)
+
+        def call() -> None:
+            loaded.launch(pointers, torch.cuda.current_stream().cuda_stream)
+
         try:
-            for _ in range(3):
-                loaded.launch(pointers, stream.cuda_stream)
-            events = [
-                (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                for _ in range(reps)
-            ]
-            for start, end in events:
-                flush.zero_()
-                start.record(stream)
-                loaded.launch(pointers, stream.cuda_stream)
-                end.record(stream)
-            torch.cuda.synchronize(flush.device)
-            times = sorted(s.elapsed_time(e) * 1000.0 for s, e in events)
-            return times[len(times) // 2]
+            return timer.per_call_us([call], 1)
         finally:
             loaded.close()
 
