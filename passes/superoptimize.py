@@ -16,10 +16,11 @@ Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
 its µGraph template, for ``apply-mirage-rewrites``), ``measure``: ``auto``
 (the default: ``gpu`` when a GPU, torch and cuda-python are there, else
-``none``), ``gpu`` (the input and the 8 cheapest verified candidates are
-compiled with both backends, Triton autotuned, timed as the benchmark does,
-and the fastest wins; times go into the report and the cache) or ``none``
-(the cost model chooses).
+``none``), ``gpu`` (the input and the ``measure-top`` (default 8) cheapest
+verified candidates, including other grid and for-loop sizes of the best
+structures, are compiled with both backends, Triton autotuned, timed as the
+benchmark does, and the fastest wins; times go into the report and the
+cache) or ``none`` (the cost model chooses).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Superoptimize(ModulePass):
     trials: int = 0
     emit_rewrites: str = ""
     measure: str = "auto"
+    measure_top: int = 8
 
     def options(self) -> SearchOptions:
         try:
@@ -72,6 +74,7 @@ class Superoptimize(ModulePass):
                 ("budget", self.budget),
                 ("max-ops", self.max_ops),
                 ("max-kernels", self.max_kernels),
+                ("measure-top", self.measure_top),
             ):
                 if value <= 0:
                     raise ValueError(f"option '{what}' must be positive, got {value}")
@@ -91,6 +94,7 @@ class Superoptimize(ModulePass):
                 prune=not self.no_prune,
                 chain=self.chain,
                 trials=self.trials,
+                measure_top=self.measure_top,
             )
         except ValueError as e:
             raise MirageError(f"superoptimize: error: {e}") from None

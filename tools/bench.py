@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Benchmark: our µGraphs on the GPU against PyTorch, per workload and batch.
 
-Ours: each candidate µGraph of a workload (the plain program as lowered, the
-hand-written µGraphs, a file from --mlir-dir, the search's result with
---search), under each code generator of --backends (Triton, autotuned on the
-GPU; CUDA C through NVRTC), checked against the numpy reference first (a wrong kernel is never
-timed); the best is reported. PyTorch: eager, torch.compile (default, and
+Ours: the search's result for the plain program (``superoptimize`` with
+measured selection on this GPU, found in this run under --search-cap seconds),
+under each code generator of --backends (Triton, autotuned on the GPU; CUDA C
+through NVRTC), checked against the numpy reference first (a wrong kernel is
+never timed). Beside it, in their own columns and never the headline: the
+plain program compiled as written (no search), the hand-written µGraphs, and
+a file from --mlir-dir. PyTorch: eager, torch.compile (default, and
 max-autotune without inductor's own CUDA graphs, since we capture every method
 in our own), and for attention scaled_dot_product_attention on each backend
 (scale=1.0, K passed in its [b, heads, keys, d] layout).
@@ -15,7 +17,8 @@ set (several sets, rotated), warm-up replays, then for each repetition a 256 MB
 write to flush L2, and CUDA events around one replay; the median and the 10th
 and 90th percentiles are reported. A second figure puts 20 calls in one graph
 (launch latency amortised, as inside a model's layer), each after a flush; a
-graph of the flushes alone is timed and subtracted. A device-to-device copy of 1 GiB, timed the
+graph of the flushes alone is timed and subtracted; that second figure is the
+headline. A device-to-device copy of 1 GiB, timed the
 same way, gives the bandwidth roofline; each of our kernels' achieved
 bandwidth counts the fewest bytes it must move (inputs read once, outputs
 written once).
@@ -24,11 +27,12 @@ torch.compile (especially max-autotune) can take minutes: compilations run
 after the cheap methods, each under --compile-cap seconds, and only while the
 whole run is inside --budget seconds; --no-compile / --no-max-autotune skip them.
 
-  python tools/bench.py                       # default run, about 7 minutes on an H100
+  python tools/bench.py --batches 1           # one batch size per run fits 10 minutes
   python tools/bench.py --only gqa --batches 1 --no-max-autotune
   python tools/bench.py --dry-run             # no GPU: build and check what would run
 
-Writes bench.json, bench.md and bench.png to --out (default $OUT).
+Writes bench.json, bench.md, bench.png and search_candidates.json (every
+candidate the searches timed, with its program) to --out (default $OUT).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class Method:
 
     name: str
     kind: str
-    """"ours" or "torch"."""
+    """"ours" (the search's result), "plain", "handwritten", "file" or "torch"."""
     status: str = "pending"
     """ok, wrong, error, skipped."""
     median_us: float | None = None
@@ -81,6 +85,8 @@ class Config:
     batch: int
     min_bytes: int = 0
     methods: list[Method] = field(default_factory=list)
+    search: dict = field(default_factory=dict)
+    """The search's report (explored, seconds, what it timed), without programs."""
 
     def best(self, kind: str) -> Method | None:
         done = [m for m in self.methods if m.kind == kind and m.status == "ok"]
@@ -205,13 +211,24 @@ def mlir_file(directory: Path, workload: str, batch: int) -> Path | None:
     return next((directory / n for n in names if (directory / n).is_file()), None)
 
 
-def candidates(args, workload: str, batch: int) -> list[tuple[str, Callable]]:
-    """(label, thunk building the module) for each of our µGraphs of a workload."""
+def candidates(
+    args, workload: str, batch: int, config: Config | None = None
+) -> list[tuple[str, str, Callable]]:
+    """(label, kind, thunk building the module) for each of our µGraphs."""
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
-    out = [("plain", lambda: WORKLOADS[workload].module(batch, args.scale))]
+    out: list[tuple[str, str, Callable]] = []
+    if args.search:
+
+        def search():
+            return searched(WORKLOADS[workload].module(batch, args.scale), args, config)
+
+        out.append(("search", "ours", search))
+    out.append(
+        ("plain", "plain", lambda: WORKLOADS[workload].module(batch, args.scale))
+    )
     out += [
-        (h, lambda b=build: b(batch, args.scale))
+        (h, "handwritten", lambda b=build: b(batch, args.scale))
         for h, (w, build) in HANDWRITTEN.items()
         if w == workload
     ]
@@ -225,31 +242,51 @@ def candidates(args, workload: str, batch: int) -> list[tuple[str, Callable]]:
             verify(module)
             return module
 
-        out.append((f"file:{path.name}", load))
-    if args.search:
-
-        def search():
-            with time_cap(args.search_cap):
-                return superoptimized(WORKLOADS[workload].module(batch, args.scale))
-
-        out.append(("search", search))
+        out.append((f"file:{path.name}", "file", load))
     return out
 
 
-def superoptimized(module):
-    """The search's best µGraph: ``mirage_xdsl.superoptimize``, else the pass."""
-    from mirage_xdsl.passes import ALL_PASSES
+TIMED_CANDIDATES: list[dict] = []
+"""Every candidate the searches timed, with its program: search_candidates.json,
+what tools/calibrate_cost_model.py fits the cost model to."""
 
-    import mirage_xdsl
-    from mirage_xdsl.context import make_context
 
-    if (superoptimize := getattr(mirage_xdsl, "superoptimize", None)) is not None:
-        return superoptimize(module)
-    if "superoptimize" not in ALL_PASSES:
-        raise RuntimeError("the search (pass 'superoptimize') is not available")
-    module = module.clone()
-    ALL_PASSES["superoptimize"]()().apply(make_context(), module)
-    return module
+def searched(module, args, config: Config | None):
+    """The search's µGraph for ``module`` (what ``mirage-opt --superoptimize``
+    gives a user on this machine: measured selection when a GPU is visible),
+    within ``--search-cap`` seconds; its report goes into ``config``."""
+    from mirage_xdsl.passes.superoptimize import resolve_measure
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import superoptimize_function
+
+    outcome = superoptimize_function(
+        entry_function(module),
+        SearchOptions(budget=args.search_cap),
+        measure=resolve_measure(args.search_measure),
+        cache_dir=args.search_cache,
+    )
+    report = outcome.report
+    print(report.summary(), flush=True)
+    if config is not None:
+        TIMED_CANDIDATES.extend(
+            {
+                "workload": config.workload,
+                "batch": config.batch,
+                "candidate": "input" if m.get("input") else "verified",
+                **m,
+            }
+            for m in report.measured
+        )
+        config.search = {
+            **report.to_json(),
+            "measured": [
+                {k: v for k, v in m.items() if k != "program"} for m in report.measured
+            ],
+        }
+    return ModuleOp([outcome.function])
 
 
 # --- one configuration --------------------------------------------------------------------
@@ -266,10 +303,15 @@ class Bench:
         self.tol = FP16_TOLERANCE
         self.amplitude = INPUT_AMPLITUDE
         self.timer = Timer(args.reps, args.warmup)
-        self.deadline = time.monotonic() + args.budget
+        self.begin = time.monotonic()
+        self.deadline = self.begin + args.budget
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def past_stop(self) -> bool:
+        stop = self.args.stop_after
+        return stop is not None and time.monotonic() - self.begin > stop
 
     def setup(self, config: Config):
         """Input sets on the GPU and the numpy reference for the first set."""
@@ -311,17 +353,29 @@ class Bench:
         from mirage_xdsl.runtime.arguments import element_type
 
         torch = self.torch
+        built: dict[str, object] = {}
         runs = [
-            (label, make, backend)
-            for label, make in candidates(self.args, config.workload, config.batch)
-            for backend in self.args.backends
+            (label, kind, make, backend)
+            for label, kind, make in candidates(
+                self.args, config.workload, config.batch, config
+            )
+            for backend in (
+                self.args.backends if kind == "ours" else self.args.reference_backends
+            )
         ]
-        for label, make, backend in runs:
-            method = Method(f"{label}/{backend}", "ours")
+        for label, kind, make, backend in runs:
+            method = Method(f"{label}/{backend}", kind)
             config.methods.append(method)
             try:
                 t = time.perf_counter()
-                compiled = compile(make(), backend=backend)
+                if label not in built:  # the search runs once for both backends
+                    try:
+                        built[label] = make()
+                    except Exception as e:
+                        built[label] = e
+                if isinstance(built[label], Exception):
+                    raise built[label]
+                compiled = compile(built[label], backend=backend)
                 compiled.load()
                 method.build_s = time.perf_counter() - t
                 method.note = f"{len(compiled.program.launches)} launch(es)"
@@ -450,65 +504,129 @@ def fmt(us: float | None) -> str:
     return "—" if us is None else f"{us:.1f}"
 
 
-def cell(config: Config, names: tuple[str, ...]) -> str:
-    """Best time among methods whose name starts with one of ``names``."""
-    ms = [m for m in config.methods if m.kind == "torch" and m.name.startswith(names)]
-    ok = [m for m in ms if m.status == "ok"]
-    if ok:
-        best = min(ok, key=lambda m: m.median_us)
-        suffix = f" ({best.name.removeprefix('sdpa_')})" if names == ("sdpa_",) else ""
-        return f"{fmt(best.median_us)}{suffix}"
-    return ms[0].status if ms else "—"
-
-
 def markdown(configs: list[Config], copy_tbps: float) -> str:
+    """The headline table: the search's result against the best PyTorch form,
+    20 calls per graph first, then one call per graph."""
     head = (
-        "| workload | b | ours µs [p10–p90] | ours: µGraph | eager | compile | max-autotune | SDPA "
-        "| best PyTorch | speed-up | ours TB/s | % of copy | floor µs "
-        f"| ours µs, {BATCH}/graph | best PyTorch, {BATCH}/graph | speed-up, {BATCH}/graph |"
+        f"| workload | b | ours, {BATCH}/graph | best PyTorch, {BATCH}/graph | speed-up "
+        "| ours, 1 call [p10–p90] | best PyTorch, 1 call | speed-up "
+        f"| ours, % of copy ({BATCH}/graph) | ours: the search's µGraph "
+        f"| hand-written best, {BATCH}/graph | plain, {BATCH}/graph |"
     )
-    lines = [head, "|" + " --- |" * 16]
+    lines = [head, "|" + " --- |" * 12]
     for c in configs:
-        ours, base = c.best("ours"), c.best("torch")
-        floor = c.min_bytes / (copy_tbps * 1e12) * 1e6
-        if ours:
-            tbps = c.min_bytes / (ours.median_us * 1e-6) / 1e12
-            ours_cells = [
-                f"{ours.median_us:.1f} [{ours.p10_us:.1f}–{ours.p90_us:.1f}]",
-                ours.name,
-            ]
-            bw = [f"{tbps:.2f}", f"{100 * tbps / copy_tbps:.0f}%"]
-        else:
-            failed = [f"{m.name}: {m.status}" for m in c.methods if m.kind == "ours"]
-            ours_cells, bw = ["—", ", ".join(failed)], ["—", "—"]
-        speedup = f"{base.median_us / ours.median_us:.2f}×" if ours and base else "—"
-        best = f"{fmt(base.median_us)} ({base.name})" if base else "—"
+        ours, base = c.best_batched("ours"), c.best_batched("torch")
+        ours1, base1 = c.best("ours"), c.best("torch")
+        hand, plain = c.best_batched("handwritten"), c.best_batched("plain")
+        roof = "—"
+        if ours is not None and ours.batched_us:
+            tbps = c.min_bytes / (ours.batched_us * 1e-6) / 1e12
+            roof = f"{100 * tbps / copy_tbps:.0f}%"
         lines.append(
-            f"| {c.workload} | {c.batch} | "
-            + " | ".join(ours_cells)
-            + f" | {cell(c, ('eager',))} | {cell(c, ('compile',))} | {cell(c, ('max-autotune',))}"
-            + f" | {cell(c, ('sdpa_',)) if c.workload.endswith('gqa') else '—'} | {best} | {speedup} | "
-            + " | ".join(bw)
-            + f" | {floor:.1f} | "
-            + " | ".join(batched_cells(c))
+            "| "
+            + " | ".join(
+                [
+                    c.workload,
+                    str(c.batch),
+                    _batched(ours),
+                    _batched(base, named=True),
+                    _ratio(base and base.batched_us, ours and ours.batched_us),
+                    "—"
+                    if ours1 is None
+                    else f"{ours1.median_us:.1f} [{ours1.p10_us:.1f}–{ours1.p90_us:.1f}]",
+                    "—" if base1 is None else f"{base1.median_us:.1f} ({base1.name})",
+                    _ratio(base1 and base1.median_us, ours1 and ours1.median_us),
+                    roof,
+                    search_cell(c, ours),
+                    _batched(hand, named=True),
+                    _batched(plain),
+                ]
+            )
             + " |"
         )
     return "\n".join(lines)
 
 
-def batched_cells(c: Config) -> list[str]:
-    """Ours, best PyTorch and the speed-up with BATCH calls per graph."""
-    ours, base = c.best_batched("ours"), c.best_batched("torch")
-    cells = [
-        "—" if ours is None else f"{ours.batched_us:.1f} ({ours.name})",
-        "—" if base is None else f"{base.batched_us:.1f} ({base.name})",
-    ]
-    speedup = (
-        f"{base.batched_us / ours.batched_us:.2f}×"
-        if ours and base and ours.batched_us
-        else "—"
+def _batched(m: Method | None, named: bool = False) -> str:
+    if m is None or m.batched_us is None:
+        return "—"
+    return f"{m.batched_us:.1f}" + (f" ({m.name})" if named else "")
+
+
+def _ratio(base: float | None, ours: float | None) -> str:
+    return (
+        f"**{base / ours:.2f}×**"
+        if base and ours and base >= ours
+        else (f"{base / ours:.2f}×" if base and ours else "—")
     )
-    return cells + [speedup]
+
+
+def search_cell(c: Config, ours: Method | None) -> str:
+    """What the search returned and how long it took, or why nothing is there."""
+    if ours is None:
+        failed = [f"{m.name}: {m.status}" for m in c.methods if m.kind == "ours"]
+        return ", ".join(failed) or "—"
+    s = c.search
+    backend = ours.name.rsplit("/", 1)[-1]
+    if not s:
+        return backend
+    stopped = f", stopped: {s['stopped']}" if s.get("stopped") else ""
+    return (
+        f"{s['kernels_before']} → {s['kernels_after']} kernels, {backend}; "
+        f"search {s['seconds']:.0f} s{stopped}"
+    )
+
+
+def speedups(configs: list[Config]) -> tuple[list[float], list[float]]:
+    """Per configuration, best PyTorch time over ours: 20/graph, then 1 call."""
+    batched, single = [], []
+    for c in configs:
+        ours, base = c.best_batched("ours"), c.best_batched("torch")
+        if ours and base and ours.batched_us and base.batched_us:
+            batched.append(base.batched_us / ours.batched_us)
+        ours1, base1 = c.best("ours"), c.best("torch")
+        if ours1 and base1:
+            single.append(base1.median_us / ours1.median_us)
+    return batched, single
+
+
+def geomean(xs: list[float]) -> float | None:
+    return float(np.exp(np.mean(np.log(xs)))) if xs else None
+
+
+def _mean(xs: list[float]) -> str:
+    g = geomean(xs)
+    return "—" if g is None else f"{g:.2f}×"
+
+
+def torch_table(configs: list[Config]) -> str:
+    """Every PyTorch form, one call and 20 per graph."""
+    forms = (("eager",), ("compile",), ("max-autotune",), ("sdpa_",))
+    head = "| workload | b | " + " | ".join(
+        f"{f[0].rstrip('_')}, 1 call | {f[0].rstrip('_')}, {BATCH}/graph" for f in forms
+    )
+    lines = [head + " |", "|" + " --- |" * (2 + 2 * len(forms))]
+    for c in configs:
+        cells = []
+        for names in forms:
+            ms = [
+                m for m in c.methods if m.kind == "torch" and m.name.startswith(names)
+            ]
+            ok = [m for m in ms if m.status == "ok"]
+            if not ok:
+                status = ms[0].status if ms else "—"
+                cells += [status, status]
+                continue
+            one = min(ok, key=lambda m: m.median_us)
+            many = min(
+                (m for m in ok if m.batched_us is not None),
+                key=lambda m: m.batched_us,
+                default=None,
+            )
+            tag = f" ({one.name.removeprefix('sdpa_')})" if names == ("sdpa_",) else ""
+            cells += [f"{one.median_us:.1f}{tag}", _batched(many)]
+        lines.append(f"| {c.workload} | {c.batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def backend_table(configs: list[Config]) -> str:
@@ -516,7 +634,7 @@ def backend_table(configs: list[Config]) -> str:
     backends: list[str] = []
     for c in configs:
         for m in c.methods:
-            if m.kind == "ours" and "/" in m.name:
+            if m.kind != "torch" and "/" in m.name:
                 b = m.name.rsplit("/", 1)[1]
                 if b not in backends:
                     backends.append(b)
@@ -527,7 +645,7 @@ def backend_table(configs: list[Config]) -> str:
         base = c.best("torch")
         programs: list[str] = []
         for m in c.methods:
-            if m.kind == "ours":
+            if m.kind != "torch":
                 p = m.name.rsplit("/", 1)[0]
                 if p not in programs:
                     programs.append(p)
@@ -572,6 +690,7 @@ def details(configs: list[Config], copy_tbps: float) -> str:
 
 
 def plot(configs: list[Config], path: Path) -> str:
+    """Bars of µs per call with 20 calls per graph (the headline figure)."""
     try:
         import matplotlib
 
@@ -580,7 +699,8 @@ def plot(configs: list[Config], path: Path) -> str:
     except ImportError:
         return "bench.png skipped: matplotlib is not installed"
     series = {
-        "ours": lambda c: c.best("ours"),
+        "ours (the search's µGraph)": lambda c: c.best_batched("ours"),
+        "hand-written (best)": lambda c: c.best_batched("handwritten"),
         "eager": lambda c: _named(c, "eager"),
         "compile": lambda c: _named(c, "compile"),
         "max-autotune": lambda c: _named(c, "max-autotune"),
@@ -590,25 +710,23 @@ def plot(configs: list[Config], path: Path) -> str:
     width = 0.8 / len(series)
     lowest = float("inf")
     for i, (label, pick) in enumerate(series.items()):
-        xs, ys, lo, hi = [], [], [], []
+        xs, ys = [], []
         for j, c in enumerate(configs):
             m = pick(c)
-            if m is not None and m.status == "ok":
+            if m is not None and m.status == "ok" and m.batched_us:
                 xs.append(j + (i - len(series) / 2 + 0.5) * width)
-                ys.append(m.median_us)
-                lo.append(m.median_us - m.p10_us)
-                hi.append(m.p90_us - m.median_us)
+                ys.append(m.batched_us)
         if xs:
             lowest = min(lowest, min(ys))
-            ax.bar(xs, ys, width, yerr=[lo, hi], label=label, capsize=2)
+            ax.bar(xs, ys, width, label=label)
     ax.set_xticks(
         range(len(configs)), [f"{c.workload}\nb={c.batch}" for c in configs], fontsize=8
     )
     ax.set_yscale("log")
     if lowest < float("inf"):
         ax.set_ylim(bottom=lowest / 2)
-    ax.set_ylabel("µs (median; bars: p10–p90)")
-    ax.set_title("GPU time per call (CUDA graph, L2 flushed)")
+    ax.set_ylabel(f"µs per call (median, {BATCH} calls per CUDA graph)")
+    ax.set_title("GPU time per call, L2 flushed before each call")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -620,8 +738,12 @@ def _named(c: Config, name: str) -> Method | None:
 
 
 def _best_prefix(c: Config, prefix: str) -> Method | None:
-    ok = [m for m in c.methods if m.name.startswith(prefix) and m.status == "ok"]
-    return min(ok, key=lambda m: m.median_us, default=None)
+    ok = [
+        m
+        for m in c.methods
+        if m.name.startswith(prefix) and m.status == "ok" and m.batched_us is not None
+    ]
+    return min(ok, key=lambda m: m.batched_us, default=None)
 
 
 def environment() -> dict[str, str]:
@@ -666,7 +788,7 @@ def dry_run(args, workloads: list[str]) -> int:
             module = WORKLOADS[name].module(batch, args.scale)
             xs = random_inputs(module, args.seed, -0.25, 0.25)
             refs = WORKLOADS[name].reference(*xs)
-            for label, make in candidates(args, name, batch):
+            for label, _kind, make in candidates(args, name, batch):
                 for backend in args.backends:
                     try:
                         compiled = compile(make(), backend=backend, tune=False)
@@ -722,11 +844,28 @@ def parse_args(argv):
         help="folder of µGraphs: <workload>.mlir / <workload>_b<batch>.mlir",
     )
     p.add_argument(
-        "--search",
-        action="store_true",
-        help="also time mirage_xdsl.superoptimize's result",
+        "--no-search",
+        dest="search",
+        action="store_false",
+        help="skip the search (no 'ours'; plain and hand-written only)",
     )
-    p.add_argument("--search-cap", type=float, default=120, help="seconds per search")
+    p.add_argument(
+        "--search-cap",
+        type=float,
+        default=120,
+        help="seconds per search (its budget: the best found by then is used)",
+    )
+    p.add_argument(
+        "--search-measure",
+        choices=("auto", "gpu", "none"),
+        default="auto",
+        help="the search's selection: timed on this GPU (auto, gpu) or the cost model",
+    )
+    p.add_argument(
+        "--search-cache",
+        default="none",
+        help="search cache folder ('none': every search runs in this run)",
+    )
     p.add_argument(
         "--no-compile", action="store_true", help="skip torch.compile (both modes)"
     )
@@ -752,6 +891,19 @@ def parse_args(argv):
         choices=("triton", "cuda"),
         default=["triton", "cuda"],
         help="code generators to time each of our programs with (Triton autotuned)",
+    )
+    p.add_argument(
+        "--reference-backends",
+        nargs="+",
+        choices=("triton", "cuda"),
+        default=["triton"],
+        help="code generators for the plain and hand-written programs",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=float,
+        help="seconds after which no further configuration or compilation starts "
+        "(what ran is reported)",
     )
     p.add_argument(
         "--out", default=os.environ.get("OUT"), help="folder for bench.json/.md/.png"
@@ -790,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
     aborted = ""
     try:
         for c in configs:
+            if bench.past_stop():
+                print(f"bench: {c.workload} b={c.batch}: not run (--stop-after)")
+                continue
             sets, refs = bench.setup(c)
             inputs[(c.workload, c.batch)] = (sets, refs)
             bench.ours(c, sets, refs)
@@ -807,6 +962,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for mode in modes:
             for c in configs:
+                if (c.workload, c.batch) not in inputs or bench.past_stop():
+                    continue
                 sets, refs = inputs[(c.workload, c.batch)]
                 bench.compiled(c, sets, refs, mode)
                 m = c.methods[-1]
@@ -819,8 +976,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: aborted: {one_line(e)}", flush=True)
 
     table = markdown(configs, copy_tbps)
+    pytorch = torch_table(configs)
     by_backend = backend_table(configs)
     detail = details(configs, copy_tbps)
+    batched, single = speedups(configs)
+    means = (
+        f"geometric mean of the speed-up over the best PyTorch form: "
+        f"{_mean(batched)} with {BATCH} calls per graph, {_mean(single)} with one "
+        f"({len(batched)} of {len(configs)} configurations)"
+    )
     summary = (
         f"bench: {len(configs)} configurations in {time.monotonic() - begin:.0f} s on {env['gpu']}; "
         f"copy roofline {copy_tbps:.2f} TB/s; times are medians of {args.reps} CUDA-graph replays, "
@@ -831,25 +995,33 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(by_backend)
     print()
+    print(pytorch)
+    print()
     print(table)
     print()
+    print(means)
     print(summary)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench.md").write_text(
-            f"{table}\n\n{summary}\n\n{by_backend}\n\n{detail}\n"
+            f"{table}\n\n{means}\n\n{summary}\n\n{pytorch}\n\n{by_backend}\n\n{detail}\n"
         )
         report = {
             "environment": env,
             "options": vars(args),
             "copy_tbps": copy_tbps,
             "configs": [asdict(c) for c in configs],
+            "geomean_batched": geomean(batched),
+            "geomean_single": geomean(single),
             "summary": summary,
         }
         (out / "bench.json").write_text(json.dumps(report, indent=1))
+        (out / "search_candidates.json").write_text(
+            json.dumps({"rows": TIMED_CANDIDATES}, indent=1)
+        )
         print(plot(configs, out / "bench.png"))
-    ours_ok = all(c.best("ours") is not None for c in configs)
+    ours_ok = all(c.best("ours") is not None for c in configs) or not args.search
     return 0 if ours_ok and not aborted else 1
 
 

@@ -4,14 +4,19 @@
 For each workload and batch, runs the search with ``measure`` on the GPU: the
 input program and the cheapest verified candidates (by the cost model) are
 compiled with both backends, timed (CUDA graph of 20 calls, L2 flushed before
-each, flush time subtracted, median) and the fastest kept. Prints every
-candidate's cost-model estimate beside its measured time, and the cost
-model's Spearman rank correlation with measured time over all candidates.
+each, flush time subtracted, median) and the fastest kept. The hand-written
+µGraphs of the workload are timed the same way beside them (reference
+points, and more kinds of kernel for calibrating the cost model). Prints
+every candidate's cost-model estimate beside its measured time, and the cost
+model's Spearman rank correlation with measured time over all of them.
 
   python tools/bench_measured.py --only rmsnorm_linear gated_mlp --batches 1
   python tools/bench_measured.py --budget 120 --out $OUT
 
-Writes bench_measured.json and bench_measured.md to --out (default $OUT).
+Writes bench_measured.json (with every candidate's program, what
+tools/calibrate_cost_model.py fits to) and bench_measured.md to --out
+(default $OUT), after each workload, so an interrupted run keeps what it
+measured.
 """
 
 from __future__ import annotations
@@ -23,21 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-
-def ranks(values: list[float]) -> np.ndarray:
-    order = np.argsort(values, kind="stable")
-    r = np.empty(len(values))
-    r[order] = np.arange(len(values))
-    return r
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    """Rank correlation (no tie correction; the figures are continuous)."""
-    if len(xs) < 2:
-        return float("nan")
-    return float(np.corrcoef(ranks(xs), ranks(ys))[0, 1])
+from mirage_xdsl.search.calibration import spearman
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,38 +41,109 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--budget", type=float, default=120, help="search seconds")
     p.add_argument("--max-kernels", type=int, default=2)
+    p.add_argument("--top", type=int, default=8, help="verified candidates timed")
+    p.add_argument(
+        "--no-handwritten", action="store_true", help="time only the search's"
+    )
     p.add_argument("--out", default=os.environ.get("OUT"))
     args = p.parse_args(argv)
 
-    from mirage_xdsl.interpreter import entry_function
-    from mirage_xdsl.runtime.measure import GpuMeasure, gpu_available
-    from mirage_xdsl.search.options import SearchOptions
-    from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.runtime.measure import gpu_available
 
     if not gpu_available():
         print("bench_measured: no GPU visible to torch and cuda-python")
         return 2
-    rows, pairs = [], []
+    rows: list[dict] = []
     for name in args.only or list(WORKLOADS):
         for batch in args.batches:
             start = time.monotonic()
-            module = WORKLOADS[name].module(batch)
-            options = SearchOptions(budget=args.budget, max_kernels=args.max_kernels)
-            outcome = superoptimize_function(
-                entry_function(module), options, measure=GpuMeasure(), cache_dir="none"
-            )
-            report = outcome.report
-            print(report.summary(), flush=True)
-            for m in report.measured:
-                rows.append({"workload": name, "batch": batch, **m})
-                if m.get("time_us") is not None:
-                    pairs.append((m["cost_us"], m["time_us"]))
+            found = measured_search(name, batch, args)
+            if not args.no_handwritten:
+                found += measured_handwritten(name, batch)
+            rows += found
             print(
-                f"bench_measured: {name} b={batch}: {len(report.measured)} timed in "
+                f"bench_measured: {name} b={batch}: {len(found)} timed in "
                 f"{time.monotonic() - start:.0f} s",
                 flush=True,
             )
-    rho = spearman([c for c, _ in pairs], [t for _, t in pairs])
+            write(rows, args.out)
+    table, summary = report(rows)
+    print()
+    print(table)
+    print()
+    print(summary)
+    return 0
+
+
+def measured_search(name: str, batch: int, args) -> list[dict]:
+    """The search with a GPU measure: every timed candidate as a row."""
+    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.runtime.measure import GpuMeasure
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.workloads import WORKLOADS
+
+    options = SearchOptions(
+        budget=args.budget, max_kernels=args.max_kernels, measure_top=args.top
+    )
+    outcome = superoptimize_function(
+        entry_function(WORKLOADS[name].module(batch)),
+        options,
+        measure=GpuMeasure(),
+        cache_dir="none",
+    )
+    print(outcome.report.summary(), flush=True)
+    return [
+        {
+            "workload": name,
+            "batch": batch,
+            "candidate": "input" if m.get("input") else "verified",
+            **m,
+        }
+        for m in outcome.report.measured
+    ]
+
+
+def measured_handwritten(name: str, batch: int) -> list[dict]:
+    """The workload's hand-written µGraphs, timed and costed the same way."""
+    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.runtime.measure import GpuMeasure
+    from mirage_xdsl.search import cost_model
+    from mirage_xdsl.search.ugraph import from_function
+    from mirage_xdsl.workloads import HANDWRITTEN
+
+    measure = GpuMeasure()
+    rows = []
+    for label, (workload, build) in HANDWRITTEN.items():
+        if workload != name:
+            continue
+        module = build(batch)
+        graph = from_function(entry_function(module))
+        measure(module)
+        rows.append(
+            {
+                "workload": name,
+                "batch": batch,
+                "candidate": label,
+                "kernels": graph.kernels,
+                "cost_us": cost_model.cost(graph) * 1e6,
+                "program": module_text(module),
+                **measure.describe(),
+            }
+        )
+    return rows
+
+
+def timed(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("time_us") is not None]
+
+
+def report(rows: list[dict]) -> tuple[str, str]:
+    """The markdown table of every row, and the rank-correlation summary."""
+    rho = spearman(
+        [r["cost_us"] for r in timed(rows)], [r["time_us"] for r in timed(rows)]
+    )
     lines = [
         "| workload | b | candidate | kernels | cost model µs | measured µs | backend "
         "| triton µs | cuda µs | chosen |",
@@ -89,31 +151,33 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for r in rows:
         by = r.get("by_backend") or {}
-        label = "input" if r.get("input") else "verified"
         measured = "—" if r.get("time_us") is None else f"{r['time_us']:.1f}"
         lines.append(
-            f"| {r['workload']} | {r['batch']} | {label} | {r['kernels']} "
+            f"| {r['workload']} | {r['batch']} | {r['candidate']} | {r['kernels']} "
             f"| {r['cost_us']:.1f} | {measured} | {r.get('backend') or '—'} "
             f"| {by.get('triton', float('nan')):.1f} | {by.get('cuda', float('nan')):.1f} "
             f"| {'yes' if r.get('chosen') else ''} |"
         )
     summary = (
-        f"bench_measured: {len(pairs)} candidates timed; Spearman rank correlation "
-        f"of the cost model with measured time: {rho:.2f}"
+        f"bench_measured: {len(timed(rows))} candidates timed; Spearman rank "
+        f"correlation of the cost model with measured time: {rho:.2f}"
     )
-    table = "\n".join(lines)
-    print()
-    print(table)
-    print()
-    print(summary)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "bench_measured.md").write_text(f"{table}\n\n{summary}\n")
-        (out / "bench_measured.json").write_text(
-            json.dumps({"rows": rows, "spearman": rho}, indent=1)
-        )
-    return 0
+    return "\n".join(lines), summary
+
+
+def write(rows: list[dict], out: str | None) -> None:
+    if not out:
+        return
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    table, summary = report(rows)
+    rho = spearman(
+        [r["cost_us"] for r in timed(rows)], [r["time_us"] for r in timed(rows)]
+    )
+    (folder / "bench_measured.md").write_text(f"{table}\n\n{summary}\n")
+    (folder / "bench_measured.json").write_text(
+        json.dumps({"rows": rows, "spearman": rho}, indent=1)
+    )
 
 
 if __name__ == "__main__":

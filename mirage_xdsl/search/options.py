@@ -43,6 +43,8 @@ class SearchOptions:
     """Verifier trials per candidate; 0 lets the verifier meet its bound."""
     verify_top: int = 4
     """Verified candidates to collect, cheapest first, before stopping."""
+    measure_top: int = 8
+    """Verified candidates timed when a measure decides (the input besides)."""
     seed: int = 0
 
     def workers(self) -> int:

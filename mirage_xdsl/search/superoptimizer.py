@@ -54,8 +54,12 @@ Measure = Callable[[ModuleOp], float]
 measure may also have ``key`` (what its timings depend on; measured results
 are cached under it) and ``describe()`` (details of its last timing)."""
 
-MEASURED_TOP = 8
-"""Verified candidates timed when a measure decides (the input besides)."""
+SIZES_PER_PLAN = 3
+"""Instantiations kept per structural plan: the cheapest, and the next
+cheapest of each other grid and for-loop size. The cost model is least sure
+about how much parallelism pays (a split-K or FlashDecoding grid of 64
+blocks against one of 512), so those variants are verified and, on a GPU,
+timed rather than decided by the model alone."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ class Report:
     when the cost model chose."""
     measured: list[dict] = field(default_factory=list)
     """Every timed candidate: kernels, the cost model's estimate, the measured
-    time per call and backend; the chosen one has ``chosen: true``."""
+    time per call and backend, and its program text (what calibrating the
+    cost model refits against); the chosen one has ``chosen: true``."""
 
     def summary(self) -> str:
         speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
@@ -190,9 +195,37 @@ class Worker:
                 self.finish,
             )
             if best:
-                cost, ug = best[0]
-                found.append(Candidate(cost, ug, self.screen(ug)))
+                screened = self.screen(best[0][1])
+                found += [
+                    Candidate(cost, ug, screened) for cost, ug in size_variants(best)
+                ]
         return found, result.prefixes, result.stats
+
+
+def size_variants(
+    instantiations: list[tuple[float, UGraph]],
+) -> list[tuple[float, UGraph]]:
+    """The cheapest instantiation of a plan, then the cheapest of each other
+    grid and for-loop size, up to :data:`SIZES_PER_PLAN`. The variants share the
+    cheapest one's screening: they compute the same structure, and the
+    verifier checks each at full shapes anyway."""
+    out: list[tuple[float, UGraph]] = []
+    seen: set[tuple] = set()
+    for cost, ug in instantiations:
+        sizes = _sizes(ug)
+        if sizes not in seen:
+            seen.add(sizes)
+            out.append((cost, ug))
+        if len(out) == SIZES_PER_PLAN:
+            break
+    return out
+
+
+def _sizes(ug: UGraph) -> tuple:
+    """The grid and for-loop range of each customized kernel."""
+    return tuple(
+        (op.graph.grid, op.graph.forloop) for op in ug.ops if op.graph is not None
+    )
 
 
 _WORKER: Worker | None = None
@@ -385,27 +418,91 @@ def _pick(
     stop: _Stop,
     report: Report,
 ) -> tuple[float, UGraph]:
-    verified: list[tuple[float, UGraph]] = []
     top = (
-        options.verify_top if measure is None else max(options.verify_top, MEASURED_TOP)
+        options.verify_top
+        if measure is None
+        else max(options.verify_top, options.measure_top)
     )
-    for c in sorted((c for c in candidates if c.screened), key=Candidate.order):
-        want = 1 if stop.reason else top  # a stop ends it early
-        if len(verified) >= want or c.cost >= input_cost:
-            break
-        check = check_equivalent(
-            to_module(c.graph), program, options.trials, options.seed
-        )
-        report.verifier = check.method
-        if check.equivalent:
-            verified.append((c.cost, c.graph))
-            report.verified += 1
-        else:
-            report.rejected += 1
+    want = 1 if stop.reason else top  # a stop ends it early
+    ranked = [
+        c
+        for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
+        if c.cost < input_cost
+    ]
+    verified = [
+        (c.cost, c.graph) for c in _verified(program, ranked, want, options, report)
+    ]
     pool = [(input_cost, input_graph), *verified]
     if measure is not None:
         return _measured_pick(pool, measure, report)
     return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def _verified(
+    program: ModuleOp,
+    ranked: list[Candidate],
+    want: int,
+    options: SearchOptions,
+    report: Report,
+) -> list[Candidate]:
+    """The first ``want`` of ``ranked`` that the verifier accepts.
+
+    Verdicts are taken in rank order, so the answer is the same as verifying
+    one by one; with several workers a wave of candidates is verified at
+    once (at full shapes one verdict can take many seconds)."""
+    from mirage_xdsl.printing import module_text
+
+    workers = min(options.workers(), want, len(ranked)) if ranked else 1
+    program_text = module_text(program)
+    out: list[Candidate] = []
+    position = 0
+    executor = _verifier_pool(workers)
+    try:
+        while position < len(ranked) and len(out) < want:
+            wave = ranked[position : position + max(workers, 1)]
+            position += len(wave)
+            jobs = [
+                (module_text(to_module(c.graph)), program_text, options) for c in wave
+            ]
+            results = (
+                executor.map(_verify_one, jobs) if executor else map(_verify_one, jobs)
+            )
+            for c, (equivalent, method) in zip(wave, results, strict=True):
+                if len(out) >= want:
+                    break
+                report.verifier = method
+                if equivalent:
+                    out.append(c)
+                    report.verified += 1
+                else:
+                    report.rejected += 1
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+    return out
+
+
+def _verifier_pool(workers: int):
+    if workers <= 1:
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
+def _verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
+    from mirage_xdsl.context import make_context
+    from mirage_xdsl.diagnostics import parse
+
+    candidate_text, program_text, options = job
+    ctx = make_context()
+    check = check_equivalent(
+        parse(ctx, candidate_text, "<candidate>"),
+        parse(ctx, program_text, "<program>"),
+        options.trials,
+        options.seed,
+    )
+    return check.equivalent, check.method
 
 
 def _measured_pick(
@@ -414,9 +511,17 @@ def _measured_pick(
     """Time every candidate (the input first) and keep the fastest."""
     describe = getattr(measure, "describe", None)
     timed = []
+    from mirage_xdsl.printing import module_text
+
     for i, (cost, graph) in enumerate(pool):
-        seconds = measure(to_module(graph))
-        entry = {"input": i == 0, "kernels": graph.kernels, "cost_us": cost * 1e6}
+        module = to_module(graph)
+        seconds = measure(module)
+        entry = {
+            "input": i == 0,
+            "kernels": graph.kernels,
+            "cost_us": cost * 1e6,
+            "program": module_text(module),
+        }
         entry.update(describe() if describe else {"time_us": seconds * 1e6})
         report.measured.append(entry)
         timed.append((seconds, i))

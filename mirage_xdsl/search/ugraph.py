@@ -243,7 +243,11 @@ def to_module(ug: UGraph) -> ModuleOp:
 
 
 def from_function(fn: func.FuncOp) -> UGraph:
-    """A kernel-level function (library ops only) as a µGraph."""
+    """A kernel-level function as a µGraph: library ops and ``kernel.customized``
+    ops alike (what the search writes reads back, so a measured candidate can
+    be costed again)."""
+    from mirage_xdsl.dialects import kernel as kernel_dialect
+
     index: dict[SSAValue, int] = {a: i for i, a in enumerate(fn.body.block.args)}
     ops: list[KernelOp] = []
     outputs: tuple[int, ...] = ()
@@ -251,13 +255,15 @@ def from_function(fn: func.FuncOp) -> UGraph:
         if isinstance(op, func.ReturnOp):
             outputs = tuple(index[v] for v in op.operands)
             continue
-        if not isinstance(op, t.TensorOp):
-            raise ValueError(f"'{op.name}' is not a kernel-level library op")
-        attrs: Attrs = ()
-        if op.KIND in ("reduce_sum", "concat"):
-            attrs = (("dim", op.dim.value.data),)  # type: ignore[attr-defined]
-        ops.append(KernelOp(op.KIND, tuple(index[v] for v in op.operands), attrs))
-        index[op.results[0]] = len(index)
+        operands = tuple(index[v] for v in op.operands)
+        if isinstance(op, kernel_dialect.CustomizedOp):
+            ops.append(KernelOp("customized", operands, (), _block_graph(op)))
+        elif isinstance(op, t.TensorOp):
+            ops.append(KernelOp(op.KIND, operands, _attrs(op)))
+        else:
+            raise ValueError(f"'{op.name}' is not a kernel-level op")
+        for r in op.results:
+            index[r] = len(index)
     args = fn.body.block.args
     ty = args[0].type if args else None
     dtype = str(ty.element_type) if isinstance(ty, TensorType) else "f16"
@@ -267,4 +273,65 @@ def from_function(fn: func.FuncOp) -> UGraph:
         tuple(t.tensor_shape(a) for a in args),
         tuple(ops),
         outputs,
+    )
+
+
+def _attrs(op: Any) -> Attrs:
+    if op.KIND in ("reduce_sum", "concat"):
+        return (("dim", op.dim.value.data),)
+    if op.KIND == "forloop_accum":
+        return (("reduction", op.reduction),)
+    return ()
+
+
+def _block_graph(op: Any) -> BlockGraph:
+    """The :class:`BlockGraph` of a ``kernel.customized`` op (thread graphs
+    become fused groups of their ops)."""
+    body = op.body.block
+    sources = {a: i for i, a in enumerate(body.args)}
+    env: dict[SSAValue, int] = {}
+    inputs: list[BlockInput] = []
+    for inner in body.ops:
+        if isinstance(inner, block_dialect.InputOp):
+            env[inner.results[0]] = len(inputs)
+            imap = tuple(inner.imap.get_values())
+            inputs.append(
+                BlockInput(sources[inner.source], imap, inner.fmap.value.data)
+            )
+    ops: list[Op] = []
+    fused: list[tuple[int, ...]] = []
+    outs: list[tuple[int, tuple[int, int, int]]] = []
+    first = len(inputs)
+
+    def add(kind: str, operands: Sequence[SSAValue], attrs: Attrs, local) -> int:
+        ops.append(Op(kind, tuple(local[v] for v in operands), attrs))
+        return first + len(ops) - 1
+
+    for inner in body.ops:
+        if isinstance(inner, block_dialect.InputOp):
+            continue
+        if isinstance(inner, block_dialect.OutputOp):
+            outs.append((env[inner.input], tuple(inner.omap.get_values())))
+        elif isinstance(inner, block_dialect.ThreadGraphOp):
+            tbody = inner.body.block
+            local = {a: env[v] for a, v in zip(tbody.args, inner.inputs, strict=True)}
+            group = []
+            for top in tbody.ops:
+                if isinstance(top, thread.YieldOp):
+                    for r, v in zip(inner.results, top.operands, strict=True):
+                        env[r] = local[v]
+                    continue
+                local[top.results[0]] = add(top.KIND, top.operands, (), local)
+                group.append(len(ops) - 1)
+            fused.append(tuple(group))
+        else:
+            env[inner.results[0]] = add(inner.KIND, inner.operands, _attrs(inner), env)
+    return BlockGraph(
+        tuple(op.grid.get_values()),  # type: ignore[arg-type]
+        op.forloop_range.value.data,
+        tuple(inputs),
+        tuple(ops),
+        tuple(outs),  # type: ignore[arg-type]
+        tuple(op.block.get_values()),  # type: ignore[arg-type]
+        tuple(fused),
     )
