@@ -438,6 +438,30 @@ def _pick(
     return min(pool, key=lambda x: (x[0], x[1].kernels))
 
 
+PER_KERNEL_COUNT = 2
+"""Candidates of each kernel count moved to the front of the measured pool."""
+
+
+def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` with the cheapest :data:`PER_KERNEL_COUNT` candidates of each
+    kernel count first (in cost order), then the rest.
+
+    For measured selection: the cost model's sharpest error is the price of a
+    kernel boundary (a launch against more blocks in flight, as split-K and
+    FlashDecoding trade), so the timed pool holds each structure's best
+    rather than eight sizes of the one the model likes most."""
+    lead: list[int] = []
+    seen: dict[int, int] = {}
+    for i, c in enumerate(ranked):
+        if seen.get(c.graph.kernels, 0) < PER_KERNEL_COUNT:
+            seen[c.graph.kernels] = seen.get(c.graph.kernels, 0) + 1
+            lead.append(i)
+    chosen = set(lead)
+    return [ranked[i] for i in lead] + [
+        c for i, c in enumerate(ranked) if i not in chosen
+    ]
+
+
 def _verified(
     program: ModuleOp,
     ranked: list[Candidate],
