@@ -46,7 +46,8 @@ def load_samples(paths: list[str]) -> tuple[list[Sample], list[tuple[str, int]]]
                 continue
             module = parse(make_context(), row["program"], path)
             graph = from_function(entry_function(module))
-            samples.append(Sample(graph, row["time_us"] * 1e-6))
+            group = f"{row['workload']} b={row['batch']}"
+            samples.append(Sample(graph, row["time_us"] * 1e-6, group))
             groups.append((row["workload"], row["batch"]))
     return samples, groups
 
