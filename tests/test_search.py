@@ -201,3 +201,51 @@ def test_measure_option_of_the_pass() -> None:
         assert resolve_measure("auto") is None
         with pytest.raises(MirageError, match="measure=gpu needs a GPU"):
             resolve_measure("gpu")
+
+
+def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> None:
+    from mirage_xdsl.search.superoptimizer import (
+        Candidate,
+        by_kernel_count,
+        size_variants,
+    )
+    from mirage_xdsl.search.ugraph import UGraph
+
+    def graph(kernels: int) -> UGraph:
+        return UGraph("f", "f16", (), tuple(kernel_op() for _ in range(kernels)), ())
+
+    def kernel_op():
+        from mirage_xdsl.search.ugraph import KernelOp
+
+        return KernelOp("exp", (0,))
+
+    ranked = [Candidate(float(i), graph(1 if i < 5 else 2), True) for i in range(8)]
+    order = [c.cost for c in by_kernel_count(ranked)]
+    assert order == [0.0, 1.0, 5.0, 6.0, 2.0, 3.0, 4.0, 7.0]
+
+    _, found = search("rmsnorm_linear", max_kernels=1)
+    sizes = {
+        tuple((op.graph.grid, op.graph.forloop) for op in c.graph.ops if op.graph)
+        for c in found.candidates
+    }
+    assert len(sizes) > 1  # other grids and for-loop ranges besides the cheapest
+    assert size_variants([(1.0, found.candidates[0].graph)] * 3) == [
+        (1.0, found.candidates[0].graph)
+    ]
+
+
+def test_parallel_verification_gives_the_serial_answer(monkeypatch) -> None:
+    from mirage_xdsl.search import superoptimizer
+
+    serial = search("gated_mlp", jobs=1)[1].report
+    monkeypatch.setattr(superoptimizer, "PARALLEL_VERDICT_SECONDS", 0.0)
+    pools = []
+    make_pool = superoptimizer._verifier_pool
+    monkeypatch.setattr(
+        superoptimizer, "_verifier_pool", lambda n: pools.append(n) or make_pool(n)
+    )
+    parallel = search("gated_mlp", jobs=2)[1].report
+    assert pools == [2]
+    assert parallel.verified == serial.verified
+    assert parallel.best_cost == serial.best_cost
+    assert parallel.kernels_after == serial.kernels_after

@@ -462,6 +462,10 @@ def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
     ]
 
 
+PARALLEL_VERDICT_SECONDS = 2.0
+"""A first verdict slower than this sends the rest to a pool of processes."""
+
+
 def _verified(
     program: ModuleOp,
     ranked: list[Candidate],
@@ -472,23 +476,25 @@ def _verified(
     """The first ``want`` of ``ranked`` that the verifier accepts.
 
     Verdicts are taken in rank order, so the answer is the same as verifying
-    one by one; with several workers a wave of candidates is verified at
-    once (at full shapes one verdict can take many seconds)."""
+    one by one. When one verdict takes long (full shapes, many blocks) and
+    there are cores to spare, the rest are verified in waves across fresh
+    (spawned, not forked: this process has threads) worker processes."""
     from mirage_xdsl.printing import module_text
 
-    workers = min(options.workers(), want, len(ranked)) if ranked else 1
     program_text = module_text(program)
     out: list[Candidate] = []
     position = 0
-    executor = _verifier_pool(workers)
+    executor = None
     try:
         while position < len(ranked) and len(out) < want:
-            wave = ranked[position : position + max(workers, 1)]
+            width = _wave_width(executor, want - len(out), options)
+            wave = ranked[position : position + width]
             position += len(wave)
             jobs = [
                 (module_text(to_module(c.graph)), program_text, options) for c in wave
             ]
-            results = (
+            started = time.monotonic()
+            results = list(
                 executor.map(_verify_one, jobs) if executor else map(_verify_one, jobs)
             )
             for c, (equivalent, method) in zip(wave, results, strict=True):
@@ -500,18 +506,26 @@ def _verified(
                     report.verified += 1
                 else:
                     report.rejected += 1
+            slow = time.monotonic() - started > PARALLEL_VERDICT_SECONDS
+            workers = min(options.workers(), want - len(out), len(ranked) - position)
+            if executor is None and slow and workers > 1:
+                executor = _verifier_pool(workers)
     finally:
         if executor is not None:
             executor.shutdown(cancel_futures=True)
     return out
 
 
+def _wave_width(executor: Any, needed: int, options: SearchOptions) -> int:
+    if executor is None:
+        return 1
+    return max(1, min(options.workers(), needed))
+
+
 def _verifier_pool(workers: int):
-    if workers <= 1:
-        return None
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
