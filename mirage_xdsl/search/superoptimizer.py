@@ -477,8 +477,10 @@ def _verified(
 
     Verdicts are taken in rank order, so the answer is the same as verifying
     one by one. When one verdict takes long (full shapes, many blocks) and
-    there are cores to spare, the rest are verified in waves across fresh
-    (spawned, not forked: this process has threads) worker processes."""
+    there are cores to spare, the rest are verified in waves across forked
+    worker processes. Forked, not spawned: a spawned process re-runs the
+    user's main script, which need not guard its call to the search. The
+    search's own worker pool is closed (and its threads joined) by then."""
     from mirage_xdsl.printing import module_text
 
     program_text = module_text(program)
@@ -525,7 +527,7 @@ def _wave_width(executor: Any, needed: int, options: SearchOptions) -> int:
 def _verifier_pool(workers: int):
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
 def _verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
