@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirage_xdsl.runtime.measure import BATCH
+from mirage_xdsl.runtime.measure import BATCH, capture_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -122,24 +122,11 @@ class Timer:
     def flush(self) -> None:
         self.flush_buffer.fill_(1)
 
-    def _capture(self, fn: Callable[[], object]):
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return graph
-
     def time(self, calls: list[Callable[[], object]]) -> tuple[np.ndarray, bool]:
         """Microseconds per repetition, and whether CUDA graphs were used."""
         torch = self.torch
         try:
-            runners = [self._capture(fn).replay for fn in calls]
+            runners = [capture_graph(fn, warmup=3).replay for fn in calls]
             graph = True
         except Exception:
             torch.cuda.synchronize()
@@ -271,15 +258,9 @@ def searched(module, args, config: Config | None):
     report = outcome.report
     print(report.summary(), flush=True)
     if config is not None:
-        TIMED_CANDIDATES.extend(
-            {
-                "workload": config.workload,
-                "batch": config.batch,
-                "candidate": "input" if m.get("input") else "verified",
-                **m,
-            }
-            for m in report.measured
-        )
+        from bench_measured import candidate_rows
+
+        TIMED_CANDIDATES.extend(candidate_rows(config.workload, config.batch, report))
         config.search = {
             **report.to_json(),
             "measured": [

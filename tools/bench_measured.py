@@ -93,6 +93,12 @@ def measured_search(name: str, batch: int, args) -> list[dict]:
         cache_dir="none",
     )
     print(outcome.report.summary(), flush=True)
+    return candidate_rows(name, batch, outcome.report)
+
+
+def candidate_rows(name: str, batch: int, report) -> list[dict]:
+    """A search report's timed candidates as rows of this tool's table (and of
+    what tools/calibrate_cost_model.py reads)."""
     return [
         {
             "workload": name,
@@ -100,7 +106,7 @@ def measured_search(name: str, batch: int, args) -> list[dict]:
             "candidate": "input" if m.get("input") else "verified",
             **m,
         }
-        for m in outcome.report.measured
+        for m in report.measured
     ]
 
 
@@ -139,11 +145,16 @@ def timed(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("time_us") is not None]
 
 
-def report(rows: list[dict]) -> tuple[str, str]:
-    """The markdown table of every row, and the rank-correlation summary."""
-    rho = spearman(
+def correlation(rows: list[dict]) -> float:
+    """The cost model's Spearman rank correlation with measured time."""
+    return spearman(
         [r["cost_us"] for r in timed(rows)], [r["time_us"] for r in timed(rows)]
     )
+
+
+def report(rows: list[dict]) -> tuple[str, str]:
+    """The markdown table of every row, and the rank-correlation summary."""
+    rho = correlation(rows)
     lines = [
         "| workload | b | candidate | kernels | cost model µs | measured µs | backend "
         "| triton µs | cuda µs | chosen |",
@@ -171,12 +182,9 @@ def write(rows: list[dict], out: str | None) -> None:
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     table, summary = report(rows)
-    rho = spearman(
-        [r["cost_us"] for r in timed(rows)], [r["time_us"] for r in timed(rows)]
-    )
     (folder / "bench_measured.md").write_text(f"{table}\n\n{summary}\n")
     (folder / "bench_measured.json").write_text(
-        json.dumps({"rows": rows, "spearman": rho}, indent=1)
+        json.dumps({"rows": rows, "spearman": correlation(rows)}, indent=1)
     )
 
 

@@ -32,14 +32,16 @@ class Timing:
     """Median µs per call with :data:`BATCH` calls per replay."""
 
 
-def capture_graph(body) -> Any:
-    """A CUDA graph of ``body()``, warmed up once on a side stream first."""
+def capture_graph(body, warmup: int = 1) -> Any:
+    """A CUDA graph of ``body()``, run ``warmup`` times on a side stream first
+    (lazy initialisation, autotuning and allocations stay out of the graph)."""
     import torch
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        body()
+        for _ in range(warmup):
+            body()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -14,8 +14,9 @@ candidate weighs the same whether it takes 3 µs or 300 µs), mostly *within*
 each program: what a search needs is the order of one program's candidates,
 so each sample's log ratio is taken relative to the mean of its program's
 (:func:`ranking_error`), with a small weight on the absolute ratio to keep
-the figures in µs. The fit is coordinate descent over each number's logarithm: a few hundred cost-model
-evaluations, deterministic, with no solver beyond numpy. Only the numbers in
+the figures in µs. The fit is coordinate descent over each number's
+logarithm: a few hundred cost-model evaluations, deterministic, with no
+solver beyond numpy. Only the numbers in
 :data:`FITTED` move; each stays within :data:`SPAN` of its starting value, so
 a small sample cannot drive a bandwidth to an absurd figure.
 """
