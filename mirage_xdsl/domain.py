@@ -3,10 +3,11 @@
 The interpreter walks a µGraph once and asks a domain for every arithmetic
 step, so one walker serves both the float reference (this module) and the
 finite-field fingerprints of the verifier (``finite_field.py``). A domain value
-is a numpy array whose shape is the tensor's logical shape; the walker reshapes,
-transposes, broadcasts and concatenates those arrays itself to implement block
-partitioning, and leaves everything that depends on the number system to the
-domain.
+is a numpy array, or an array-like (``finite_field.Residues``), whose shape is
+the tensor's logical shape; the walker reshapes, transposes, broadcasts
+(``np.broadcast_to``) and concatenates (``np.concatenate``) those values itself
+to implement block partitioning, and leaves everything that depends on the
+number system to the domain.
 """
 
 from __future__ import annotations

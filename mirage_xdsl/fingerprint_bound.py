@@ -363,7 +363,7 @@ class TrialBound:
     exponents: float
     """Distinct exponents of the witness evaluating equal in Z_q."""
     sqrt_collisions: float
-    """Two distinct sqrt arguments evaluating equal (or a sqrt value zero)."""
+    """Two distinct sqrt arguments evaluating equal (sqrt values are never zero)."""
 
     @property
     def total(self) -> float:
@@ -372,7 +372,7 @@ class TrialBound:
 
 def trial_bound(a: ProgramDegrees, b: ProgramDegrees) -> TrialBound:
     """Probability that one trial passes two non-equivalent programs (see docs)."""
-    sizes = (P, Q, P)
+    sizes = (P, Q, P - 1)  # sqrt values are uniform over the nonzero residues
     poly = 0.0
     for da, db in zip(a.outputs, b.outputs, strict=True):
         cleared = vadd(vmax(vadd(da.num, db.den), vadd(db.num, da.den)), da.den, db.den)
@@ -385,5 +385,5 @@ def trial_bound(a: ProgramDegrees, b: ProgramDegrees) -> TrialBound:
     per_pair = degree / P
     if a.sqrt_args_pure and b.sqrt_args_pure:
         per_pair *= degree / Q
-    collisions = fan * (fan - 1) / 2 * per_pair + fan / P
+    collisions = fan * (fan - 1) / 2 * per_pair
     return TrialBound(poly, exponents, collisions)

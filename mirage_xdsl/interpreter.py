@@ -127,7 +127,63 @@ def stitch_tiles(y: np.ndarray, omap: Sequence[int], grid: Sequence[int]) -> np.
         order.append(3 + d)
         full.append(extent)
     order += [g for g in range(3) if g not in order]
-    return np.ascontiguousarray(y.transpose(order)).reshape(full)
+    return y.transpose(order).reshape(full)
+
+
+def _last_uses(ops: Sequence[Operation]) -> list[list[Any]]:
+    """For each op of a block graph, the values it is the last reader of."""
+    last: dict[Any, int] = {}
+    for i, op in enumerate(ops):
+        for value in op.operands:
+            last[value] = i
+        for value in op.results:
+            last.setdefault(value, i)
+    dead: list[list[Any]] = [[] for _ in ops]
+    for value, i in last.items():
+        dead[i].append(value)
+    return dead
+
+
+def _accumulated_matmul(
+    op: Operation, args: Sequence[np.ndarray]
+) -> block.ForloopAccumOp | None:
+    """The plain for-loop accumulation that alone reads this block matmul, when
+    an operand varies with the iteration (then the two fold into one matmul)."""
+    uses = list(op.results[0].uses) if isinstance(op, block.MatmulOp) else []
+    if len(uses) != 1:
+        return None
+    user = uses[0].operation
+    if not isinstance(user, block.ForloopAccumOp) or user.reduction != "none":
+        return None
+    varies = any(a.shape[ITERATION_AXIS] > 1 for a in args)
+    return user if varies and args[0].ndim == args[1].ndim else None
+
+
+def accumulate_matmul(domain: Domain, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``sum_t x_t @ y_t`` over the iteration axis, as one matmul.
+
+    Summing per-iteration products is a matmul over the concatenated
+    contraction: ``sum_t x_t @ y_t = [x_0 .. x_T] @ [y_0; ..; y_T]``, and a
+    loop-invariant operand factors out: ``sum_t x_t @ y = (sum_t x_t) @ y``.
+    Both are exact identities of any ring, so every domain gives the value the
+    per-iteration evaluation would. The result keeps a size-1 iteration axis.
+    """
+    if x.shape[ITERATION_AXIS] == 1 or y.shape[ITERATION_AXIS] == 1:
+        x = x if x.shape[ITERATION_AXIS] == 1 else domain.sum(x, (ITERATION_AXIS,))
+        y = y if y.shape[ITERATION_AXIS] == 1 else domain.sum(y, (ITERATION_AXIS,))
+        return domain.matmul(x, y)
+    # (..., T, *batch, M, K) -> (..., *batch, M, T * K), and alike for y.
+    n = x.ndim
+    steps = x.shape[ITERATION_AXIS]
+    lead = [a for a in range(n) if a != ITERATION_AXIS]
+    xs = x.transpose(lead[:-1] + [ITERATION_AXIS, n - 1])
+    xs = xs.reshape(*xs.shape[:-2], steps * x.shape[-1])
+    ys = y.transpose(lead[:-2] + [ITERATION_AXIS, n - 2, n - 1])
+    ys = ys.reshape(*ys.shape[:-3], steps * y.shape[-2], y.shape[-1])
+    product = domain.matmul(xs, ys)
+    return product.reshape(
+        *product.shape[:ITERATION_AXIS], 1, *product.shape[ITERATION_AXIS:]
+    )
 
 
 def _tensor_impl(op_type: type[Operation]) -> Callable[..., Any]:
@@ -158,18 +214,26 @@ class MirageFunctions(InterpreterFunctions):
         grid, forloop = op.grid_dims, op.forloop
         env: dict[Any, np.ndarray] = dict(zip(op.entry.args, args, strict=True))
         outputs: list[np.ndarray] = []
-        for inner in op.entry.ops:
-            ins = [env[v] for v in inner.operands]
-            if isinstance(inner, block.InputOp):
+        fused: dict[Operation, np.ndarray] = {}
+        ops = list(op.entry.ops)
+        for inner, dead in zip(ops, _last_uses(ops), strict=True):
+            ins = [] if inner in fused else [env[v] for v in inner.operands]
+            if inner in fused:
+                env[inner.results[0]] = fused.pop(inner)
+            elif isinstance(inner, block.InputOp):
                 value = split_tiles(
                     ins[0], inner.input_map, inner.forloop_dim, grid, forloop
                 )
                 env[inner.result] = value
             elif isinstance(inner, block.OutputOp):
                 outputs.append(stitch_tiles(ins[0], inner.output_map, grid))
+            elif (accum := _accumulated_matmul(inner, ins)) is not None:
+                fused[accum] = accumulate_matmul(self.domain, ins[0], ins[1])
             else:
                 results = interpreter.run_op(inner, tuple(ins))
                 env.update(zip(inner.results, results, strict=True))
+            for value in dead:  # drop tiles nothing reads again
+                env.pop(value, None)
         return tuple(outputs)
 
     @impl(block.ForloopAccumOp)
@@ -239,5 +303,5 @@ def run(
     interpreter = Interpreter(module)
     interpreter.register_implementations(FuncFunctions())
     interpreter.register_implementations(MirageFunctions(domain))
-    values = tuple(domain.load(np.asarray(x)) for x in inputs)
+    values = tuple(domain.load(x) for x in inputs)
     return list(interpreter.call_op(fn, values))

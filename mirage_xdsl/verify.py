@@ -16,13 +16,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from mirage_xdsl.fingerprint_bound import program_degrees, trial_bound
+from mirage_xdsl.fingerprint_slice import residue_slice
 from mirage_xdsl.finite_field import FiniteFieldDomain
+from mirage_xdsl.finite_field_torch import gpu_arithmetic
 from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.residue_arith import NUMPY, pool
 
 TARGET_BOUND = 2.0**-40
 """The false-positive probability an accepting verdict aims for by default."""
@@ -73,6 +77,11 @@ def signature_mismatch(a: ModuleOp, b: ModuleOp) -> str | None:
     return None
 
 
+def default_arithmetic() -> Any:
+    """A CUDA GPU through torch when one is visible, else numpy on the CPU."""
+    return gpu_arithmetic() or NUMPY
+
+
 def trials_for(per_trial: float, target: float = TARGET_BOUND) -> int:
     """Fewest trials whose combined bound ``per_trial ** n`` reaches ``target``."""
     if per_trial <= 0.0:
@@ -82,11 +91,6 @@ def trials_for(per_trial: float, target: float = TARGET_BOUND) -> int:
     return min(MAX_TRIALS, max(1, math.ceil(math.log(target) / math.log(per_trial))))
 
 
-def _first_difference(x: np.ndarray, y: np.ndarray) -> tuple[int, ...]:
-    where = np.argwhere(x != y)
-    return tuple(int(i) for i in where[0])
-
-
 def equivalent(
     program_a: ModuleOp,
     program_b: ModuleOp,
@@ -94,10 +98,14 @@ def equivalent(
     trials: int | None = None,
     seed: int = 0,
     target: float = TARGET_BOUND,
+    arith: Any = None,
 ) -> Verdict:
     """Decide whether two programs compute the same function, probabilistically.
 
-    ``trials=None`` runs as many trials as the target bound needs.
+    ``trials=None`` runs as many trials as the target bound needs. ``arith``
+    says where the arithmetic runs (``residue_arith.NUMPY``, or
+    ``finite_field_torch.TorchArithmetic(device)``); by default a GPU when torch sees
+    one, else numpy. Every choice gives the same verdict.
     """
     start = time.perf_counter()
     mismatch = signature_mismatch(program_a, program_b)
@@ -108,28 +116,34 @@ def equivalent(
     ).total
     wanted = trials if trials is not None else trials_for(per_trial, target)
     shapes = [tuple(ty.get_shape()) for ty in _types(program_a)[0]]
+    needs_q = residue_slice(program_a) | residue_slice(program_b)
+    arith = arith if arith is not None else default_arithmetic()
     rng = np.random.default_rng(seed)
     done = void = 0
     while done < wanted:
-        domain = FiniteFieldDomain(rng)
-        xs = [domain.random(rng, s) for s in shapes]
+        domain = FiniteFieldDomain(rng, arith, exp_keeps_q=needs_q.nested)
+        xs = [
+            domain.random(rng, s, with_q=i in needs_q.inputs)
+            for i, s in enumerate(shapes)
+        ]
         outs_a = run(program_a, xs, domain)
         outs_b = run(program_b, xs, domain)
+        zero_divisors = domain.zero_divisors
         for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True)):
-            if np.array_equal(x, y):
+            if domain.equal(x, y):
                 continue
-            if domain.zero_divisors and void < MAX_VOID_TRIALS:
+            if zero_divisors and void < MAX_VOID_TRIALS:
                 break  # a division by zero makes this trial void; redraw
             caveat = (
-                f" ({domain.zero_divisors} divisions by zero in this trial)"
-                if domain.zero_divisors
+                f" ({zero_divisors} divisions by zero in this trial)"
+                if zero_divisors
                 else ""
             )
             return Verdict(
                 False,
                 done + 1,
                 0.0,
-                f"output #{i} differs at index {list(_first_difference(x, y))} "
+                f"output #{i} differs at index {list(domain.first_difference(x, y))} "
                 f"in trial {done + 1}{caveat}",
                 time.perf_counter() - start,
                 per_trial,
@@ -138,6 +152,7 @@ def equivalent(
             done += 1
             continue
         void += 1
+    pool().trim()
     bound = per_trial**done
     return Verdict(
         True,

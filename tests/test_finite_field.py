@@ -1,10 +1,16 @@
-"""The finite-field domain: exact modular arithmetic at the overflow limits."""
+"""The finite-field domain: exact modular arithmetic at the overflow limits,
+the Z_q slice, and the torch arithmetic's bit-identity with numpy's."""
 
 import numpy as np
 import pytest
 
-from mirage_xdsl import finite_field as ff
-from mirage_xdsl.finite_field import FIELD, FiniteFieldDomain, P, Q
+from mirage_xdsl import residue_arith as ff
+from mirage_xdsl.fingerprint_slice import ResidueSlice, residue_slice
+from mirage_xdsl.finite_field import FiniteFieldDomain, P, Q, Residues
+from mirage_xdsl.fuzz import random_module
+from mirage_xdsl.graph import new_kernel_graph
+from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 
 def is_prime(n: int) -> bool:
@@ -26,66 +32,79 @@ def is_prime(n: int) -> bool:
     return True
 
 
+def exact_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    """Python-integer reference for a batched modular matmul."""
+    ai, bi = a.astype(np.int64).astype(object), b.astype(np.int64).astype(object)
+    return np.vectorize(lambda v: v % m, otypes=[object])(np.matmul(ai, bi))
+
+
 def test_primes() -> None:
     assert is_prime(P) and is_prime(Q)
-    assert (P - 1) % Q == 0
-    assert P < 2**31 and Q < 2**30  # products of residues stay below 2^62
+    assert P == 2 * Q + 1
+    assert P < 2**26  # products of two residues stay below 2^52
+    assert (ff.LIMB - 1) * (P - 1) * 2 * ff.MAX_CHUNK < 2**53
 
 
 def test_mulmod_at_the_extremes() -> None:
     for m in (P, Q):
-        edge = np.array([0, 1, 2, m - 2, m - 1, m // 2, (m + 1) // 2], np.int64)
+        edge = np.array([0, 1, 2, m - 2, m - 1, m // 2, (m + 1) // 2], np.float64)
         a, b = np.meshgrid(edge, edge)
         got = ff.mulmod(a, b, m)
-        want = np.array(
-            [
-                [int(x) * int(y) % m for x, y in zip(r, s, strict=True)]
-                for r, s in zip(a, b, strict=True)
-            ]  # fmt: skip
-        )
-        assert np.array_equal(got, want)
+        want = [[int(x) * int(y) % m for x, y in zip(r, s, strict=True)] for r, s in zip(a, b, strict=True)]  # fmt: skip
+        assert np.array_equal(got, np.array(want, np.float64))
 
 
-def test_matmul_exact_against_python_integers() -> None:
+@pytest.mark.parametrize("shapes", [((2, 5, 33), (2, 33, 4)), ((2, 40, 3), (2, 3, 40))])
+def test_matmul_exact_against_python_integers(shapes) -> None:
+    # The first shape takes the two-product path, the second the stacked one.
     rng = np.random.default_rng(0)
     for m in (P, Q):
-        a = rng.integers(0, m, (2, 5, 33))
-        b = rng.integers(0, m, (2, 33, 4))
-        want = [
-            [[sum(int(a[z, i, k]) * int(b[z, k, j]) for k in range(33)) % m
-              for j in range(4)] for i in range(5)] for z in range(2)
-        ]  # fmt: skip
-        assert np.array_equal(ff.matmod(a, b, m), np.array(want))
+        a = rng.integers(0, m, shapes[0]).astype(np.float64)
+        b = rng.integers(0, m, shapes[1]).astype(np.float64)
+        assert np.array_equal(
+            ff.matmod(a, b, m), exact_matmul(a, b, m).astype(np.float64)
+        )
 
 
 def test_matmul_worst_case_contraction() -> None:
-    # Every limb at its maximum over a full 2^19-term chunk plus a second chunk:
-    # the float64 partial sums reach 2^53 - they must still be exact.
+    # Every residue at its maximum over a full chunk plus a second chunk: the
+    # float64 partial sums come within a factor two of 2^53 on both paths.
     k = ff.MAX_CHUNK + 3
-    a = np.full((1, k), P - 1, np.int64)
-    b = np.full((k, 1), P - 1, np.int64)
-    assert int(ff.matmod(a, b, P)[0, 0]) == k * (P - 1) ** 2 % P
-    low = np.full((1, k), 0xFFFF, np.int64)  # largest low limb, zero high limb
-    assert int(ff.matmod(low, low.T, P)[0, 0]) == k * 0xFFFF**2 % P
+    a = np.full((1, k), P - 1, np.float64)
+    b = np.full((k, 1), P - 1, np.float64)
+    want = k * (P - 1) ** 2 % P
+    assert int(ff.matmod(a, b, P)[0, 0]) == want
+    wide_a, wide_b = np.full((2, k), P - 1.0), np.full((k, 3), P - 1.0)
+    chunks = [
+        ff._stacked_matmul(
+            wide_a[:, s : s + ff.MAX_CHUNK], wide_b[s : s + ff.MAX_CHUNK], P
+        )
+        for s in range(0, k, ff.MAX_CHUNK)
+    ]
+    assert int(ff.addmod(chunks[0], chunks[1], P)[1, 2]) == want
 
 
 def test_sum_and_reduce_limits() -> None:
-    x = np.full((4096, 4096), P - 1, np.int64)
+    x = np.full((4096, 4096), P - 1, np.float64)
     assert int(ff.summod(x, (0, 1), P)[0, 0]) == 4096 * 4096 * (P - 1) % P
-    big = np.array([2**53 - 1, 2**53 - 2, 0, P, P - 1], np.int64)
+    big = np.array([2**53 - 1, 2**53 - 2, 0, P, P - 1, 2 * P - 1], np.float64)
     assert list(ff.reduce(big, P)) == [int(v) % P for v in big]
+    long = np.broadcast_to(np.ones(1), (ff.MAX_SUM_TERMS + 1,))
+    with pytest.raises(ValueError, match="not be exact"):
+        ff.summod(long, (0,), P)
 
 
 def test_exp_is_a_homomorphism_of_order_q() -> None:
     d = FiniteFieldDomain(3)
     rng = np.random.default_rng(1)
     a, b = d.random(rng, (100,)), d.random(rng, (100,))
-    lhs = d.exp(d.add(a, b))["p"]
-    rhs = d.mul(d.exp(a), d.exp(b))["p"]
-    assert np.array_equal(lhs, rhs)
-    zero = d.load(np.zeros(3, np.int64))
-    assert np.all(d.exp(zero)["p"] == 1)
+    assert np.array_equal(d.exp(d.add(a, b)).p, d.mul(d.exp(a), d.exp(b)).p)
+    assert np.all(d.exp(d.load(np.zeros(3, np.int64))).p == 1)
     assert pow(d.omega, Q, P) == 1 and d.omega != 1
+    assert d.exp(a).q is not None  # exp_keeps_q defaults to on
+    assert FiniteFieldDomain(3, exp_keeps_q=False).exp(a).q is None
+    with pytest.raises(AssertionError, match="lacks its Z_q"):
+        d.exp(Residues(a.p, None))
 
 
 def test_division_and_counts() -> None:
@@ -93,33 +112,133 @@ def test_division_and_counts() -> None:
     rng = np.random.default_rng(2)
     x, y = d.random(rng, (50,)), d.random(rng, (50,))
     back = d.mul(d.div(x, y), y)
-    assert np.array_equal(back, x)
+    assert np.array_equal(back.p, x.p) and np.array_equal(back.q, x.q)
     four = d.div_count(d.load(np.full(5, 4 * 7, np.int64)), 4)
-    assert np.all(four["p"] == 7) and np.all(four["q"] == 7)
+    assert np.all(four.p == 7) and np.all(four.q == 7)
     d.div(x, d.load(np.zeros(50, np.int64)))
-    assert d.zero_divisors == 50
+    assert d.zero_divisors == 100  # both components
 
 
-def test_sqrt_is_a_function_and_random_per_trial() -> None:
+def test_sqrt_is_a_nonzero_function_random_per_trial() -> None:
     rng = np.random.default_rng(3)
     d1, d2 = FiniteFieldDomain(1), FiniteFieldDomain(2)
     x = d1.random(rng, (1000,))
-    same = np.concatenate([x, x])
-    s = d1.sqrt(same)
-    assert np.array_equal(s[:1000], s[1000:])
-    assert np.array_equal(d1.sqrt(x), FiniteFieldDomain(1).sqrt(x))
-    assert np.mean(d1.sqrt(x)["p"] == d2.sqrt(x)["p"]) < 0.01
-    assert s.dtype == FIELD and np.all(s["p"] < P) and np.all(s["q"] < Q)
+    s = d1.sqrt(np.concatenate([x, x]))
+    assert np.array_equal(s.p[:1000], s.p[1000:]) and np.array_equal(
+        s.q[:1000], s.q[1000:]
+    )
+    assert np.array_equal(d1.sqrt(x).p, FiniteFieldDomain(1).sqrt(x).p)
+    assert np.mean(d1.sqrt(x).p == d2.sqrt(x).p) < 0.01
+    assert np.all((s.p > 0) & (s.p < P)) and np.all((s.q >= 0) & (s.q < Q))
 
 
 def test_silu_matches_its_definition() -> None:
     d = FiniteFieldDomain(4)
     x = d.random(np.random.default_rng(4), (64,))
-    minus = d.mul(x, d.load(np.full(64, -1, np.int64)))
     one = d.load(np.ones(64, np.int64))
-    assert np.array_equal(d.silu(x)["p"], d.div(x, d.add(one, d.exp(minus)))["p"])
+    want = d.div(x, d.add(one, d.exp(d.neg(x))))
+    assert np.array_equal(d.silu(x).p, want.p)
 
 
 def test_floats_are_refused() -> None:
     with pytest.raises(TypeError):
         FiniteFieldDomain(0).load(np.ones(3, np.float32))
+
+
+def test_layout_steps_apply_to_both_components() -> None:
+    d = FiniteFieldDomain(5)
+    x = d.random(np.random.default_rng(5), (2, 3, 4))
+    for y, f in [
+        (x.reshape(6, 4), lambda a: a.reshape(6, 4)),
+        (x.transpose((2, 0, 1)), lambda a: a.transpose((2, 0, 1))),
+        (x[:, 1], lambda a: a[:, 1]),
+        (
+            np.broadcast_to(x[:, :1], (2, 5, 4)),
+            lambda a: np.broadcast_to(a[:, :1], (2, 5, 4)),
+        ),
+    ]:
+        assert np.array_equal(y.p, f(x.p)) and np.array_equal(y.q, f(x.q))
+    both = np.concatenate([x, x], axis=1)
+    assert both.shape == (2, 6, 4) and both.q is not None
+    assert np.concatenate([x, Residues(x.p, None)], axis=0).q is None
+
+
+# --- the Z_q slice --------------------------------------------------------------
+
+
+def test_slice_of_attention_leaves_v_out() -> None:
+    assert residue_slice(WORKLOADS["gqa"].module(1, 8)) == ResidueSlice(
+        frozenset({0, 1}), False
+    )
+    # rms_norm hashes its argument: every input reaches a sqrt or an exp.
+    assert residue_slice(WORKLOADS["qknorm_gqa"].module(1, 8)).inputs == {0, 1, 2}
+    assert residue_slice(WORKLOADS["lora"].module(1, 8)).inputs == frozenset()
+
+
+def test_slice_sees_nested_exponentials() -> None:
+    g = new_kernel_graph("nested")
+    x = g.new_input((4, 8))
+    y = g.new_input((4, 8))
+    g.mark_output(g.add(g.exp(g.exp(x)), y))
+    assert residue_slice(g.module()) == ResidueSlice(frozenset({0}), True)
+
+
+def _outputs(module, arith, with_q_everywhere: bool, seed: int = 0):
+    sl = residue_slice(module)
+    d = FiniteFieldDomain(seed, arith, exp_keeps_q=with_q_everywhere or sl.nested)
+    rng = np.random.default_rng(seed)
+    shapes = [
+        tuple(t.get_shape()) for t in entry_function(module).function_type.inputs.data
+    ]
+    xs = [d.random(rng, s) for s in shapes]  # the same Z_p residues either way
+    if not with_q_everywhere:
+        xs = [
+            x if i in sl.inputs else Residues(x.p, None, arith)
+            for i, x in enumerate(xs)
+        ]
+    return [d.to_numpy(v)[0] for v in run(module, xs, d)]
+
+
+def test_slice_changes_no_fingerprint() -> None:
+    """Computing Z_q only where exp/sqrt read it gives the same Z_p residues."""
+    modules = [WORKLOADS[w].module(1, 8) for w in WORKLOADS]
+    modules += [b(1, 8) for _, b in HANDWRITTEN.values()]
+    modules += [random_module(np.random.default_rng(s)) for s in range(40)]
+    for module in modules:
+        full = _outputs(module, ff.NUMPY, True)
+        sliced = _outputs(module, ff.NUMPY, False)
+        assert all(np.array_equal(a, b) for a, b in zip(full, sliced, strict=True))
+
+
+# --- torch ----------------------------------------------------------------------
+
+
+def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
+    pytest.importorskip("torch")
+    from mirage_xdsl.finite_field_torch import TorchArithmetic
+
+    torch_cpu = TorchArithmetic("cpu")
+    modules = [WORKLOADS[w].module(1, 4) for w in WORKLOADS]
+    modules += [b(2, 4) for _, b in HANDWRITTEN.values()]
+    modules += [random_module(np.random.default_rng(s)) for s in range(40)]
+    for module in modules:
+        want = _outputs(module, ff.NUMPY, False, seed=7)
+        got = _outputs(module, torch_cpu, False, seed=7)
+        assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+
+
+def test_torch_matmul_paths_match_python_integers() -> None:
+    pytest.importorskip("torch")
+    from mirage_xdsl.finite_field_torch import TorchArithmetic
+
+    arith = TorchArithmetic("cpu")
+    rng = np.random.default_rng(9)
+    for sa, sb in [
+        ((2, 5, 33), (2, 33, 4)),
+        ((2, 40, 3), (2, 3, 40)),
+        ((1, 9000), (9000, 2)),
+    ]:
+        a = rng.integers(0, P, sa).astype(np.float64)
+        b = rng.integers(0, P, sb).astype(np.float64)
+        got = arith.to_numpy(arith.matmul(arith.array(a), arith.array(b), P))
+        assert np.array_equal(got, ff.matmod(a, b, P))

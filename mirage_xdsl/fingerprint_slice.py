@@ -1,0 +1,82 @@
+"""Which inputs need their Z_q residues: the slice behind exp and sqrt arguments.
+
+A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent)
+and by ``sqrt`` (hashed with the Z_p component). Computing it for every value
+doubles the verifier's work; this static walk finds the entry arguments some
+exp or sqrt argument depends on, so only those are drawn with a Z_q residue
+and everything else is computed mod p alone (``finite_field.py`` keeps a
+value's Z_q component exactly when all its operands have one). It also says
+whether any exp or sqrt argument depends on an exp result, the only case in
+which exp results must carry a Z_q component too.
+
+The walk over-approximates where it is cheap to: the results of an op with
+regions (a ``kernel.customized`` µGraph, a thread graph) depend on all its
+operands. Over-approximation only costs time; a missing dependence would be
+caught (``exp`` refuses an argument without its Z_q component).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from mirage_xdsl.dialects import block
+from mirage_xdsl.interpreter import entry_function
+
+EXP = -1
+"""The source marker of a value that depends on an exp result."""
+EXP_KINDS = frozenset({"exp", "silu"})
+HASHED_KINDS = frozenset({"sqrt", "rms_norm"})
+
+
+@dataclass(frozen=True)
+class ResidueSlice:
+    inputs: frozenset[int]
+    """Entry arguments whose Z_q residues an exp or sqrt argument reads."""
+    nested: bool
+    """Some exp or sqrt argument depends on an exp result."""
+
+    def __or__(self, other: ResidueSlice) -> ResidueSlice:
+        return ResidueSlice(self.inputs | other.inputs, self.nested or other.nested)
+
+
+def _reads_q(op: Operation) -> bool:
+    kind = getattr(op, "KIND", None)
+    if kind in EXP_KINDS or kind in HASHED_KINDS:
+        return True
+    return isinstance(op, block.ForloopAccumOp) and op.reduction == "rms"
+
+
+def _makes_exp(op: Operation) -> bool:
+    return getattr(op, "KIND", None) in EXP_KINDS or any(
+        getattr(inner, "KIND", None) in EXP_KINDS
+        for region in op.regions
+        for inner in region.walk()
+    )
+
+
+def residue_slice(module: ModuleOp) -> ResidueSlice:
+    """The inputs an exp/sqrt argument of ``module``'s entry function reads."""
+    fn = entry_function(module)
+    sources: dict[SSAValue, frozenset[int]] = {
+        arg: frozenset({i}) for i, arg in enumerate(fn.args)
+    }
+    read: set[int] = set()
+    for op in fn.walk():
+        if op is fn:
+            continue
+        operand_sources = [sources.get(v, frozenset()) for v in op.operands]
+        union = frozenset().union(*operand_sources)
+        if _reads_q(op) and op.operands:
+            read |= sources.get(op.operands[0], frozenset())
+        for region in op.regions:
+            for blk in region.blocks:
+                positional = len(blk.args) == len(op.operands)
+                for i, arg in enumerate(blk.args):
+                    sources[arg] = operand_sources[i] if positional else union
+        made = union | {EXP} if _makes_exp(op) else union
+        for result in op.results:
+            sources[result] = made
+    return ResidueSlice(frozenset(i for i in read if i >= 0), EXP in read)

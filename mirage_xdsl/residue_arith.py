@@ -1,0 +1,367 @@
+"""Exact residue arithmetic on float64 arrays, in numpy: the steps of the
+finite-field domain (``finite_field.py``).
+
+Residues are float64 integers, so BLAS does the contractions and every step
+is exact for a modulus below 2^26:
+
+- the product of two residues is < 2^52, exact in float64, and
+  :func:`reduce_` takes it mod m with a float64 quotient estimate that is off
+  by at most one (one correction step each way);
+- a matmul splits one operand into two 13-bit limbs: a limb times a residue
+  is < 2^39, so a contraction of up to 2^13 terms (2^14 when the limbs are
+  stacked along it) stays < 2^53; longer ones are cut into chunks;
+- a sum of up to 2^27 residues stays < 2^53.
+
+``finite_field_torch.py`` repeats these steps in torch; exact integers make
+the two bit-identical. ``tests/test_finite_field.py`` checks the limits at
+their extremes against Python's integers.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+LIMB_BITS = 13
+LIMB = float(1 << LIMB_BITS)
+MAX_CHUNK = 1 << 13
+"""Longest contraction one float64 limb product sums exactly (2^13 * 2^26 * 2^13 = 2^52)."""
+MAX_SUM_TERMS = 1 << 27
+"""Most residues (< 2^26) a float64 sum may add exactly."""
+EXP_LOW_BITS = 13
+"""Exponents are split as ``e = hi * 2^13 + lo``: two table lookups and a product."""
+
+_M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_M2 = 0x94D049BB133111EB - (1 << 64)
+
+
+class BufferPool:
+    """Large arrays, reused once nothing refers to them any more.
+
+    A fresh 100 MB array costs the kernel tens of milliseconds of page faults
+    before numpy writes a byte, more than the arithmetic on it. A trial makes
+    the same large intermediates for both programs and again for the next
+    trial, so they are recycled: a buffer is free when only this pool holds it
+    (every numpy view keeps its base alive, so a live view is never
+    overwritten).
+    """
+
+    MIN_BYTES = 1 << 22
+    KEEP_BYTES = 1 << 30
+    """Free buffers kept between verdicts (:meth:`trim`)."""
+
+    def __init__(self) -> None:
+        self.buffers: list[np.ndarray] = [np.empty(0, np.uint8)]
+        """The first is a sentinel nothing else refers to: its reference
+        count, taken the same way, is what "free" looks like."""
+
+    def _free_ones(self) -> list[np.ndarray]:
+        free, baseline = [], None
+        for buffer in self.buffers:
+            refs = sys.getrefcount(buffer)
+            if baseline is None:
+                baseline = refs
+            elif refs <= baseline:
+                free.append(buffer)
+        return free
+
+    def empty(self, shape: Sequence[int], dtype: Any = np.float64) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes < self.MIN_BYTES:
+            return np.empty(shape, dtype)
+        fits = [b for b in self._free_ones() if b.nbytes >= nbytes]
+        if fits:
+            best = min(fits, key=lambda b: b.nbytes)
+        else:
+            best = np.empty(nbytes, np.uint8)
+            self.buffers.append(best)
+        return best[:nbytes].view(dtype).reshape(shape)
+
+    def trim(self) -> None:
+        """Give back free buffers beyond :attr:`KEEP_BYTES`, largest first."""
+        free = sorted(self._free_ones(), key=lambda b: b.nbytes)
+        total, dropped = 0, []
+        for buffer in free:
+            total += buffer.nbytes
+            if total > self.KEEP_BYTES:
+                dropped.append(id(buffer))
+        self.buffers = [b for b in self.buffers if id(b) not in dropped]
+
+
+_POOLS = threading.local()
+
+
+def pool() -> BufferPool:
+    """This thread's buffer pool."""
+    if not hasattr(_POOLS, "pool"):
+        _POOLS.pool = BufferPool()
+    return _POOLS.pool
+
+
+def _out(*arrays: Any, dtype: Any = np.float64) -> np.ndarray:
+    """A pooled array of the broadcast shape of ``arrays``."""
+    return pool().empty(np.broadcast_shapes(*(np.shape(a) for a in arrays)), dtype)
+
+
+REDUCE_CHUNK = 1 << 15
+"""Elements reduced at a time: the quotient scratch stays in the CPU's cache."""
+
+
+def _reduce_block(t: np.ndarray, m: int, scratch: np.ndarray, mask: np.ndarray) -> None:
+    quotient = scratch[: t.size].reshape(t.shape)
+    below = mask[: t.size].reshape(t.shape)
+    np.multiply(t, 1.0 / m, out=quotient)
+    np.floor(quotient, out=quotient)
+    quotient *= m
+    t -= quotient
+    np.less(t, 0.0, out=below)
+    np.add(t, m, out=t, where=below)
+    np.greater_equal(t, m, out=below)
+    np.subtract(t, m, out=t, where=below)
+
+
+def reduce_(t: np.ndarray, m: int) -> np.ndarray:
+    """``t mod m`` in place, for float64 integers ``0 <= t < 2^53``.
+
+    ``t * (1/m)`` is within 2^-25 of the true quotient (< 2^28), so its floor
+    is off by at most one; ``floor * m`` and the difference are exact, and one
+    correction step each way lands in [0, m). A large array is reduced a cache
+    sized block at a time, which halves the memory traffic.
+    """
+    flat = t.reshape(-1) if t.flags.c_contiguous else None
+    if flat is None or t.size <= REDUCE_CHUNK:
+        _reduce_block(t, m, np.empty(t.size), np.empty(t.size, bool))
+        return t
+    scratch, mask = np.empty(REDUCE_CHUNK), np.empty(REDUCE_CHUNK, bool)
+    for start in range(0, flat.size, REDUCE_CHUNK):
+        _reduce_block(flat[start : start + REDUCE_CHUNK], m, scratch, mask)
+    return t
+
+
+def reduce(x: np.ndarray, m: int) -> np.ndarray:
+    """``x mod m`` for integers ``0 <= x < 2^53``, as a new float64 array."""
+    return reduce_(np.array(x, np.float64), m)
+
+
+def mulmod(a: np.ndarray, b: np.ndarray | float, m: int) -> np.ndarray:
+    """``a * b mod m`` for residues in [0, m), m < 2^26: the product is exact."""
+    return reduce_(np.multiply(a, b, out=_out(a, b)), m)
+
+
+def addmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    s = np.add(a, b, out=_out(a, b))
+    np.subtract(s, m, out=s, where=s >= m)
+    return s
+
+
+def negmod(a: np.ndarray, m: int) -> np.ndarray:
+    r = np.subtract(m, a, out=_out(a))
+    r[r == m] = 0.0
+    return r
+
+
+def _limbs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x = hi * 2^13 + lo`` with both limbs < 2^13 (exact float64 steps)."""
+    hi = np.multiply(x, 1.0 / LIMB, out=_out(x))
+    np.floor(hi, out=hi)
+    lo = np.multiply(hi, LIMB, out=_out(x))
+    np.subtract(x, lo, out=lo)
+    return hi, lo
+
+
+def _split_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    """``a @ b mod m`` as two products, for outputs smaller than the operands.
+
+    The smaller operand is split as ``hi * 2^13 + lo``, so ``a @ b = (hi @ b)
+    * 2^13 + lo @ b``: each product sums terms < 2^39, and ``reduce(hi @ b) *
+    2^13 + lo @ b < 2^39 + 2^52`` is still exact.
+    """
+    split_left = a.size <= b.size
+    small, other = (a, b) if split_left else (b, a)
+    hi, lo = _limbs(small)
+    other = _blas_ready(other)
+
+    def product(limb: np.ndarray) -> np.ndarray:
+        left, right = (limb, other) if split_left else (other, limb)
+        return np.matmul(left, right, out=_product_out(left, right))
+
+    r = reduce_(product(hi), m)
+    r *= LIMB
+    r += product(lo)
+    return reduce_(r, m)
+
+
+def _stacked_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    """``a @ b mod m`` as one product, for outputs larger than the operands.
+
+    With the larger operand split as ``hi * 2^13 + lo`` and the smaller one
+    scaled by 2^13 mod m, ``a @ b = [a', a] @ [hi; lo]`` (or the mirror
+    image): one BLAS call over a contraction twice as long, of terms < 2^39,
+    so up to 2^14 of them sum exactly, and a single reduction of the output.
+    """
+    if a.size <= b.size:
+        hi, lo = _limbs(b)
+        left = _cat(np.broadcast_arrays(mulmod(a, LIMB, m), a), -1)
+        right = _cat([hi, lo], -2)
+    else:
+        hi, lo = _limbs(a)
+        left = _cat([hi, lo], -1)
+        right = _cat(np.broadcast_arrays(mulmod(b, LIMB, m), b), -2)
+    return reduce_(np.matmul(left, right, out=_product_out(left, right)), m)
+
+
+def _cat(parts: Sequence[np.ndarray], axis: int) -> np.ndarray:
+    shape = list(parts[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in parts)
+    return np.concatenate(parts, axis=axis, out=pool().empty(shape))
+
+
+def _product_out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return pool().empty((*batch, a.shape[-2], b.shape[-1]))
+
+
+def _limb_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    """``a @ b mod m`` for a contraction of at most MAX_CHUNK terms."""
+    out = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * (
+        a.shape[-2] * b.shape[-1]
+    )
+    if out > a.size + b.size:
+        return _stacked_matmul(a, b, m)
+    return _split_matmul(a, b, m)
+
+
+def _compact(x: np.ndarray) -> np.ndarray:
+    """Drop broadcast (zero-stride) batch axes to size 1: matmul re-broadcasts them."""
+    index = tuple(
+        slice(0, 1) if stride == 0 and size > 1 and axis < x.ndim - 2 else slice(None)
+        for axis, (stride, size) in enumerate(zip(x.strides, x.shape, strict=True))
+    )
+    return x[index]
+
+
+def _blas_ready(x: np.ndarray) -> np.ndarray:
+    """``x`` with C-contiguous matrices (BLAS's layout); batch strides may stay."""
+    item = x.itemsize
+    if (
+        x.dtype == np.float64
+        and x.strides[-1] == item
+        and (x.shape[-2] <= 1 or x.strides[-2] == x.shape[-1] * item)
+    ):
+        return x
+    return np.ascontiguousarray(x, np.float64)
+
+
+def matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
+    """Batched ``a @ b mod m`` (last two axes), exact for any contraction length."""
+    a, b = _compact(np.asarray(a, np.float64)), _compact(np.asarray(b, np.float64))
+    k = a.shape[-1]
+    result = None
+    for start in range(0, k, MAX_CHUNK):
+        part = _limb_matmul(
+            a[..., start : start + MAX_CHUNK], b[..., start : start + MAX_CHUNK, :], m
+        )
+        result = part if result is None else addmod(result, part, m)
+    assert result is not None
+    return result
+
+
+def summod(x: np.ndarray, axes: tuple[int, ...], m: int) -> np.ndarray:
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if count > MAX_SUM_TERMS:
+        raise ValueError(f"a sum of {count} terms would not be exact in float64")
+    return reduce_(np.sum(x, axis=axes, keepdims=True, dtype=np.float64), m)
+
+
+def _shr(z: Any, s: int) -> Any:
+    """Logical right shift of 64-bit words held as int64 (numpy or torch)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def _mix(z: Any) -> Any:
+    """splitmix64's finaliser on int64 words (products wrap, as in uint64)."""
+    z = z ^ _shr(z, 30)
+    z = z * _M1
+    z = z ^ _shr(z, 27)
+    z = z * _M2
+    return z ^ _shr(z, 31)
+
+
+def keyed_hash(p_part: Any, q_part: Any, key: int) -> Any:
+    """A keyed 53-bit hash of the pair (x_p, x_q), as non-negative int64.
+
+    The pair is packed injectively (``x_p * 2^25 + x_q``, < 2^51), then mixed
+    in two rounds.
+    """
+    packed = (p_part << 25) | q_part
+    return _shr(_mix(_mix(packed ^ key) + key), 11)
+
+
+class NumpyArithmetic:
+    """The domain's array steps in numpy, on the CPU."""
+
+    name = "numpy"
+
+    @staticmethod
+    def array(values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, np.float64)
+
+    @staticmethod
+    def to_numpy(x: np.ndarray) -> np.ndarray:
+        return np.asarray(x)
+
+    reduce = staticmethod(reduce)
+    mul = staticmethod(mulmod)
+    add = staticmethod(addmod)
+    neg = staticmethod(negmod)
+    matmul = staticmethod(matmod)
+    sum = staticmethod(summod)
+
+    @staticmethod
+    def to_index(x: np.ndarray) -> np.ndarray:
+        return x.astype(np.int64)
+
+    @staticmethod
+    def exp_index(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(e >> 13, e & 8191)`` of residues e < 2^25, as int32 (half the traffic)."""
+        e = pool().empty(x.shape, np.int32)
+        np.copyto(e, x, casting="unsafe")
+        return e >> EXP_LOW_BITS, np.bitwise_and(e, (1 << EXP_LOW_BITS) - 1, out=e)
+
+    @staticmethod
+    def take(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return np.take(table, index, mode="clip", out=pool().empty(index.shape))
+
+    @staticmethod
+    def residues_of(hashed: np.ndarray, m: int, nonzero: bool) -> np.ndarray:
+        r = hashed % (m - 1) + 1 if nonzero else hashed % m
+        return r.astype(np.float64)
+
+    @staticmethod
+    def count_zero(x: np.ndarray) -> int:
+        return int(np.count_nonzero(x == 0))
+
+    @staticmethod
+    def equal(x: np.ndarray, y: np.ndarray) -> bool:
+        return bool(np.array_equal(x, y))
+
+    @staticmethod
+    def permute(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+        return x.transpose(axes)
+
+    @staticmethod
+    def broadcast(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+        return np.broadcast_to(x, shape)
+
+    @staticmethod
+    def cat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
+        return np.concatenate(xs, axis=axis)
+
+
+NUMPY = NumpyArithmetic()
