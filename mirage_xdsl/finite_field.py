@@ -241,10 +241,7 @@ class FiniteFieldDomain:
     def exp(self, x: Residues) -> Residues:
         if x.q is None:
             raise AssertionError("an exp argument lacks its Z_q component")
-        hi, lo = self.arith.exp_index(x.q)
-        high = self.arith.take(self._high, hi)
-        low = self.arith.take(self._low, lo)
-        value = self.arith.mul(high, low, P)
+        value = self.arith.power(self._high, self._low, x.q, P)
         q = None
         if self.exp_keeps_q:
             q = self.arith.reduce(value, Q)

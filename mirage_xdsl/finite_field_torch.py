@@ -111,12 +111,10 @@ class TorchArithmetic:
     def to_index(self, x: Any) -> Any:
         return x.to(self.torch.int64)
 
-    def exp_index(self, x: Any) -> tuple[Any, Any]:
-        e = x.to(self.torch.int32)
-        return e >> EXP_LOW_BITS, e & ((1 << EXP_LOW_BITS) - 1)
-
-    def take(self, table: Any, index: Any) -> Any:
-        return table[index]
+    def power(self, high: Any, low: Any, e: Any, m: int) -> Any:
+        index = e.to(self.torch.int64)
+        mask = (1 << EXP_LOW_BITS) - 1
+        return self.mul(high[index >> EXP_LOW_BITS], low[index & mask], m)
 
     def residues_of(self, hashed: Any, m: int, nonzero: bool) -> Any:
         r = hashed % (m - 1) + 1 if nonzero else hashed % m

@@ -114,8 +114,11 @@ REDUCE_CHUNK = 1 << 15
 
 
 def _reduce_block(t: np.ndarray, m: int, scratch: np.ndarray, mask: np.ndarray) -> None:
-    quotient = scratch[: t.size].reshape(t.shape)
-    below = mask[: t.size].reshape(t.shape)
+    if t.ndim == 1:
+        quotient, below = scratch[: t.size], mask[: t.size]
+    else:
+        quotient = scratch[: t.size].reshape(t.shape)
+        below = mask[: t.size].reshape(t.shape)
     np.multiply(t, 1.0 / m, out=quotient)
     np.floor(quotient, out=quotient)
     quotient *= m
@@ -149,9 +152,67 @@ def reduce(x: np.ndarray, m: int) -> np.ndarray:
     return reduce_(np.array(x, np.float64), m)
 
 
+def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray | float | None:
+    """``x`` as a flat array of ``shape``'s elements, a scalar, or None (it
+    broadcasts otherwise, or is not contiguous)."""
+    if np.size(x) == 1:
+        return float(np.reshape(x, -1)[0])
+    if np.shape(x) == shape and x.flags.c_contiguous:
+        return x.reshape(-1)
+    return None
+
+
+def _blocks(n: int) -> range:
+    return range(0, n, REDUCE_CHUNK)
+
+
 def mulmod(a: np.ndarray, b: np.ndarray | float, m: int) -> np.ndarray:
-    """``a * b mod m`` for residues in [0, m), m < 2^26: the product is exact."""
-    return reduce_(np.multiply(a, b, out=_out(a, b)), m)
+    """``a * b mod m`` for residues in [0, m), m < 2^26: the product is exact.
+
+    Large operands of one shape are multiplied and reduced a cache-sized
+    block at a time: the product never makes a round trip through memory.
+    """
+    out = _out(a, b)
+    fa, fb = _flat(a, out.shape), _flat(b, out.shape)
+    if out.size <= REDUCE_CHUNK or fa is None or fb is None or isinstance(fa, float):
+        return reduce_(np.multiply(a, b, out=out), m)
+    flat = out.reshape(-1)
+    scratch, mask = np.empty(REDUCE_CHUNK), np.empty(REDUCE_CHUNK, bool)
+    for s in _blocks(flat.size):
+        block = flat[s : s + REDUCE_CHUNK]
+        np.multiply(
+            fa[s : s + REDUCE_CHUNK],
+            fb if isinstance(fb, float) else fb[s : s + REDUCE_CHUNK],
+            out=block,
+        )
+        _reduce_block(block, m, scratch, mask)
+    return out
+
+
+def power(high: np.ndarray, low: np.ndarray, e: np.ndarray, m: int) -> np.ndarray:
+    """``high[e >> 13] * low[e & 8191] mod m`` for exponents ``e < 2^26``.
+
+    The tables hold ``w^(hi * 2^13)`` and ``w^lo``, so this is ``w^e``. It runs
+    a cache-sized block at a time (index, two lookups, product, reduction),
+    reading ``e`` once and writing the result once.
+    """
+    x = np.ascontiguousarray(e, np.float64)
+    out = pool().empty(x.shape)
+    fx, fo = x.reshape(-1), out.reshape(-1)
+    hi, lo = np.empty(REDUCE_CHUNK, np.int32), np.empty(REDUCE_CHUNK, np.int32)
+    h, w = np.empty(REDUCE_CHUNK), np.empty(REDUCE_CHUNK)
+    scratch, mask = np.empty(REDUCE_CHUNK), np.empty(REDUCE_CHUNK, bool)
+    for s in _blocks(fx.size):
+        block = fo[s : s + REDUCE_CHUNK]
+        k = block.size
+        np.copyto(hi[:k], fx[s : s + k], casting="unsafe")
+        np.bitwise_and(hi[:k], (1 << EXP_LOW_BITS) - 1, out=lo[:k])
+        np.right_shift(hi[:k], EXP_LOW_BITS, out=hi[:k])
+        np.take(high, hi[:k], mode="clip", out=h[:k])
+        np.take(low, lo[:k], mode="clip", out=w[:k])
+        np.multiply(h[:k], w[:k], out=block)
+        _reduce_block(block, m, scratch, mask)
+    return out
 
 
 def addmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
@@ -166,11 +227,14 @@ def negmod(a: np.ndarray, m: int) -> np.ndarray:
     return r
 
 
-def _limbs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``x = hi * 2^13 + lo`` with both limbs < 2^13 (exact float64 steps)."""
-    hi = np.multiply(x, 1.0 / LIMB, out=_out(x))
+def _limbs(
+    x: np.ndarray, hi: np.ndarray | None = None, lo: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``x = hi * 2^13 + lo`` with both limbs < 2^13 (exact float64 steps),
+    written into ``hi`` and ``lo`` when given."""
+    hi = np.multiply(x, 1.0 / LIMB, out=_out(x) if hi is None else hi)
     np.floor(hi, out=hi)
-    lo = np.multiply(hi, LIMB, out=_out(x))
+    lo = np.multiply(hi, LIMB, out=_out(x) if lo is None else lo)
     np.subtract(x, lo, out=lo)
     return hi, lo
 
@@ -205,21 +269,35 @@ def _stacked_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
     image): one BLAS call over a contraction twice as long, of terms < 2^39,
     so up to 2^14 of them sum exactly, and a single reduction of the output.
     """
-    if a.size <= b.size:
-        hi, lo = _limbs(b)
-        left = _cat(np.broadcast_arrays(mulmod(a, LIMB, m), a), -1)
-        right = _cat([hi, lo], -2)
-    else:
-        hi, lo = _limbs(a)
-        left = _cat([hi, lo], -1)
-        right = _cat(np.broadcast_arrays(mulmod(b, LIMB, m), b), -2)
+    left_scaled = a.size <= b.size
+    scaled, split = (a, b) if left_scaled else (b, a)
+    axis = -1 if left_scaled else -2  # the contraction axis of the scaled side
+    k = scaled.shape[axis]
+    # Both stacked operands are written in place: [scaled * 2^13 mod m, scaled]
+    # and [hi; lo], each along the contraction.
+    stacked = _doubled(scaled, axis)
+    limbs = _doubled(split, -1 - (axis == -1))
+    first, second = _halves(stacked, axis, k)
+    np.multiply(scaled, LIMB, out=first)
+    reduce_(first, m)
+    np.copyto(second, scaled)
+    _limbs(split, *_halves(limbs, -1 - (axis == -1), k))
+    left, right = (stacked, limbs) if left_scaled else (limbs, stacked)
     return reduce_(np.matmul(left, right, out=_product_out(left, right)), m)
 
 
-def _cat(parts: Sequence[np.ndarray], axis: int) -> np.ndarray:
-    shape = list(parts[0].shape)
-    shape[axis] = sum(p.shape[axis] for p in parts)
-    return np.concatenate(parts, axis=axis, out=pool().empty(shape))
+def _doubled(x: np.ndarray, axis: int) -> np.ndarray:
+    shape = list(x.shape)
+    shape[axis] *= 2
+    return pool().empty(shape)
+
+
+def _halves(x: np.ndarray, axis: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, k)
+    first = x[tuple(index)]
+    index[axis] = slice(k, 2 * k)
+    return first, x[tuple(index)]
 
 
 def _product_out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -327,16 +405,7 @@ class NumpyArithmetic:
     def to_index(x: np.ndarray) -> np.ndarray:
         return x.astype(np.int64)
 
-    @staticmethod
-    def exp_index(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(e >> 13, e & 8191)`` of residues e < 2^25, as int32 (half the traffic)."""
-        e = pool().empty(x.shape, np.int32)
-        np.copyto(e, x, casting="unsafe")
-        return e >> EXP_LOW_BITS, np.bitwise_and(e, (1 << EXP_LOW_BITS) - 1, out=e)
-
-    @staticmethod
-    def take(table: np.ndarray, index: np.ndarray) -> np.ndarray:
-        return np.take(table, index, mode="clip", out=pool().empty(index.shape))
+    power = staticmethod(power)
 
     @staticmethod
     def residues_of(hashed: np.ndarray, m: int, nonzero: bool) -> np.ndarray:
