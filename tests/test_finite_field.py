@@ -242,3 +242,15 @@ def test_torch_matmul_paths_match_python_integers() -> None:
         b = rng.integers(0, P, sb).astype(np.float64)
         got = arith.to_numpy(arith.matmul(arith.array(a), arith.array(b), P))
         assert np.array_equal(got, ff.matmod(a, b, P))
+
+
+def test_matmul_with_broadcast_batch_axes() -> None:
+    # A loop-invariant left tile against per-iteration right tiles, and the
+    # reverse: folded into rows and columns of one product, then viewed back.
+    rng = np.random.default_rng(11)
+    for sa, sb in [((2, 3, 1, 4, 5), (2, 1, 6, 5, 7)), ((1, 4, 3, 2), (3, 1, 2, 5))]:
+        a = rng.integers(0, P, sa).astype(np.float64)
+        b = rng.integers(0, P, sb).astype(np.float64)
+        got = ff.matmod(a, b, P)
+        assert got.shape == np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+        assert np.array_equal(got, exact_matmul(a, b, P).astype(np.float64))
