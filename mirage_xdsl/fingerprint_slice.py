@@ -17,6 +17,7 @@ caught (``exp`` refuses an argument without its Z_q component).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
@@ -80,3 +81,44 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
         for result in op.results:
             sources[result] = made
     return ResidueSlice(frozenset(i for i in read if i >= 0), EXP in read)
+
+
+BOTH = frozenset({"p", "q"})
+RING_KINDS = frozenset({"add", "mul", "div", "matmul", "reduce_sum", "square"})
+"""Ops computed component by component, which can leave Z_p out."""
+
+
+def _reads(user: Operation, result_needs: frozenset[str]) -> frozenset[str]:
+    """The components of an operand that ``user`` reads, given what is read of
+    its results: exp reads only the exponent (Z_q); a hash (sqrt) reads both;
+    ring operations read, per component, what their result needs. Anything
+    else (block inputs and outputs, accumulations, returns) reads both."""
+    kind = getattr(user, "KIND", None)
+    if kind == "exp":
+        return frozenset({"q"}) if result_needs else frozenset()
+    if kind in RING_KINDS:
+        return result_needs
+    return BOTH
+
+
+def exponent_only_ops(module: ModuleOp) -> frozenset[Operation]:
+    """Arithmetic ops whose results are read only as exponents.
+
+    Attention's scores ``Q·K`` feed nothing but ``exp``, which reads their Z_q
+    residues alone: their Z_p residues (a second large matmul) are never read,
+    so the verifier does not compute them. A backward walk: an op's results
+    are needed in the components their users read.
+    """
+    needs: dict[SSAValue, frozenset[str]] = defaultdict(frozenset)
+    fn = entry_function(module)
+    skip: set[Operation] = set()
+    for op in reversed(list(fn.walk())):
+        if op is fn:
+            continue
+        result_needs = frozenset().union(*(needs[r] for r in op.results))
+        if getattr(op, "KIND", None) in RING_KINDS and result_needs == {"q"}:
+            skip.add(op)
+        reads = _reads(op, result_needs)
+        for value in op.operands:
+            needs[value] = needs[value] | reads
+    return frozenset(skip)

@@ -55,15 +55,16 @@ class Residues:
         self.p, self.q, self.arith = p, q, arith
 
     def _map(self, fn: Any) -> Residues:
-        return Residues(fn(self.p), None if self.q is None else fn(self.q), self.arith)
+        p = None if self.p is None else fn(self.p)
+        return Residues(p, None if self.q is None else fn(self.q), self.arith)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.p.shape)
+        return tuple((self.q if self.p is None else self.p).shape)
 
     @property
     def ndim(self) -> int:
-        return len(self.p.shape)
+        return len(self.shape)
 
     def reshape(self, *shape: Any) -> Residues:
         dims = (
@@ -155,6 +156,7 @@ class FiniteFieldDomain:
         seed: int | np.random.Generator = 0,
         arith: Any = NUMPY,
         exp_keeps_q: bool = True,
+        exponent_only: frozenset[Any] = frozenset(),
     ):
         rng = np.random.default_rng(seed)
         h = int(rng.integers(2, P - 1))
@@ -169,6 +171,17 @@ class FiniteFieldDomain:
         high_base = pow(self.omega, 1 << EXP_LOW_BITS, P)
         self._high = arith.array(power_table(high_base, (Q >> EXP_LOW_BITS) + 1, P))
         self.zero_divisors = 0
+        self.exponent_only = exponent_only
+        self._skip_p = False
+
+    def begin_op(self, op: Any) -> None:
+        """The interpreter is about to evaluate ``op`` (None: it is done). An
+        op in ``exponent_only`` (``fingerprint_slice.exponent_only_ops``) has
+        results read only as exponents: their Z_p residues are left out."""
+        self._skip_p = op is not None and op in self.exponent_only
+
+    def _p(self, fn: Any, *args: Any) -> Any:
+        return None if self._skip_p else fn(*args)
 
     # --- conversion ----------------------------------------------------------
 
@@ -205,7 +218,7 @@ class FiniteFieldDomain:
 
     def _both(self, fn: Any, x: Residues, y: Residues) -> Residues:
         q = None if x.q is None or y.q is None else fn(x.q, y.q, Q)
-        return self._residues(fn(x.p, y.p, P), q)
+        return self._residues(self._p(fn, x.p, y.p, P), q)
 
     def add(self, x: Residues, y: Residues) -> Residues:
         return self._both(self.arith.add, x, y)
@@ -218,7 +231,7 @@ class FiniteFieldDomain:
 
     def neg(self, x: Residues) -> Residues:
         q = None if x.q is None else self.arith.neg(x.q, Q)
-        return self._residues(self.arith.neg(x.p, P), q)
+        return self._residues(self._p(self.arith.neg, x.p, P), q)
 
     def _inverse(self, x: Any, m: int) -> Any:
         """Fermat's ``x^(m-2)``; 0 maps to 0."""
@@ -232,11 +245,12 @@ class FiniteFieldDomain:
         return result
 
     def div(self, x: Residues, y: Residues) -> Residues:
-        self.zero_divisors += self.arith.count_zero(y.p)
+        if not self._skip_p:
+            self.zero_divisors += self.arith.count_zero(y.p)
         if y.q is not None:
             self.zero_divisors += self.arith.count_zero(y.q)
         q = None if y.q is None else self._inverse(y.q, Q)
-        return self.mul(x, self._residues(self._inverse(y.p, P), q))
+        return self.mul(x, self._residues(self._p(self._inverse, y.p, P), q))
 
     def exp(self, x: Residues) -> Residues:
         if x.q is None:
@@ -266,7 +280,7 @@ class FiniteFieldDomain:
 
     def sum(self, x: Residues, axes: tuple[int, ...]) -> Residues:
         q = None if x.q is None else self.arith.sum(x.q, axes, Q)
-        return self._residues(self.arith.sum(x.p, axes, P), q)
+        return self._residues(self._p(self.arith.sum, x.p, axes, P), q)
 
     def div_count(self, x: Residues, count: int) -> Residues:
         inverse = self.load(np.array(pow(count, -1, P * Q)).reshape((1,) * x.ndim))

@@ -49,7 +49,24 @@ def rms(domain: Domain, x: np.ndarray, axes: tuple[int, ...], count: int) -> np.
 
 
 def tensor_op(domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]) -> np.ndarray:
-    """Evaluate one arithmetic op of any level on (possibly block-batched) arrays."""
+    """Evaluate one arithmetic op of any level on (possibly block-batched) arrays.
+
+    A domain that computes only what is read (``begin_op``) is told which op
+    this is, and that it is done, around the evaluation.
+    """
+    begin = getattr(domain, "begin_op", None)
+    if begin is None:
+        return _tensor_op(domain, op, args)
+    begin(op)
+    try:
+        return _tensor_op(domain, op, args)
+    finally:
+        begin(None)
+
+
+def _tensor_op(
+    domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]
+) -> np.ndarray:
     kind = op.KIND
     if kind in t.BINARY_KINDS or kind == "matmul":
         return getattr(domain, kind)(args[0], args[1])

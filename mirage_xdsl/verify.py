@@ -22,7 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from mirage_xdsl.fingerprint_bound import program_degrees, trial_bound
-from mirage_xdsl.fingerprint_slice import residue_slice
+from mirage_xdsl.fingerprint_slice import exponent_only_ops, residue_slice
 from mirage_xdsl.finite_field import FiniteFieldDomain
 from mirage_xdsl.finite_field_torch import gpu_arithmetic
 from mirage_xdsl.interpreter import entry_function, run
@@ -117,11 +117,14 @@ def equivalent(
     wanted = trials if trials is not None else trials_for(per_trial, target)
     shapes = [tuple(ty.get_shape()) for ty in _types(program_a)[0]]
     needs_q = residue_slice(program_a) | residue_slice(program_b)
+    exponent_only = exponent_only_ops(program_a) | exponent_only_ops(program_b)
     arith = arith if arith is not None else default_arithmetic()
     rng = np.random.default_rng(seed)
     done = void = 0
     while done < wanted:
-        domain = FiniteFieldDomain(rng, arith, exp_keeps_q=needs_q.nested)
+        domain = FiniteFieldDomain(
+            rng, arith, exp_keeps_q=needs_q.nested, exponent_only=exponent_only
+        )
         xs = [
             domain.random(rng, s, with_q=i in needs_q.inputs)
             for i, s in enumerate(shapes)

@@ -5,7 +5,11 @@ import numpy as np
 import pytest
 
 from mirage_xdsl import residue_arith as ff
-from mirage_xdsl.fingerprint_slice import ResidueSlice, residue_slice
+from mirage_xdsl.fingerprint_slice import (
+    ResidueSlice,
+    exponent_only_ops,
+    residue_slice,
+)
 from mirage_xdsl.finite_field import FiniteFieldDomain, P, Q, Residues
 from mirage_xdsl.fuzz import random_module
 from mirage_xdsl.graph import new_kernel_graph
@@ -175,6 +179,15 @@ def test_slice_of_attention_leaves_v_out() -> None:
     assert residue_slice(WORKLOADS["lora"].module(1, 8)).inputs == frozenset()
 
 
+def test_exponent_only_ops_are_attention_scores() -> None:
+    def names(module):
+        return sorted(op.name for op in exponent_only_ops(module))
+
+    assert names(WORKLOADS["gqa"].module(1, 8)) == ["kernel.matmul"]
+    assert names(HANDWRITTEN["gqa_flashdecoding"][1](1, 8)) == ["block.matmul"]
+    assert names(WORKLOADS["gated_mlp"].module(1, 8)) == []  # silu reads both
+
+
 def test_slice_sees_nested_exponentials() -> None:
     g = new_kernel_graph("nested")
     x = g.new_input((4, 8))
@@ -185,7 +198,10 @@ def test_slice_sees_nested_exponentials() -> None:
 
 def _outputs(module, arith, with_q_everywhere: bool, seed: int = 0):
     sl = residue_slice(module)
-    d = FiniteFieldDomain(seed, arith, exp_keeps_q=with_q_everywhere or sl.nested)
+    skip = frozenset() if with_q_everywhere else exponent_only_ops(module)
+    d = FiniteFieldDomain(
+        seed, arith, exp_keeps_q=with_q_everywhere or sl.nested, exponent_only=skip
+    )
     rng = np.random.default_rng(seed)
     shapes = [
         tuple(t.get_shape()) for t in entry_function(module).function_type.inputs.data
@@ -200,11 +216,18 @@ def _outputs(module, arith, with_q_everywhere: bool, seed: int = 0):
 
 
 def test_slice_changes_no_fingerprint() -> None:
-    """Computing Z_q only where exp/sqrt read it gives the same Z_p residues."""
+    """Computing Z_q only where exp/sqrt read it, and Z_p only where something
+    other than an exponent reads it, gives the same output residues."""
     modules = [WORKLOADS[w].module(1, 8) for w in WORKLOADS]
     modules += [b(1, 8) for _, b in HANDWRITTEN.values()]
     modules += [random_module(np.random.default_rng(s)) for s in range(40)]
-    for module in modules:
+    skipping = [
+        m
+        for s in range(40, 400)
+        if exponent_only_ops(m := random_module(np.random.default_rng(s)))
+    ]
+    assert len(skipping) >= 5
+    for module in modules + skipping:
         full = _outputs(module, ff.NUMPY, True)
         sliced = _outputs(module, ff.NUMPY, False)
         assert all(np.array_equal(a, b) for a, b in zip(full, sliced, strict=True))
