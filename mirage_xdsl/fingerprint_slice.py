@@ -1,18 +1,25 @@
-"""Which inputs need their Z_q residues: the slice behind exp and sqrt arguments.
+"""Which residues the fingerprint needs: Z_q behind exp and sqrt arguments,
+Z_p wherever something other than an exponent reads it.
 
 A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent)
 and by ``sqrt`` (hashed with the Z_p component). Computing it for every value
-doubles the verifier's work; this static walk finds the entry arguments some
-exp or sqrt argument depends on, so only those are drawn with a Z_q residue
-and everything else is computed mod p alone (``finite_field.py`` keeps a
-value's Z_q component exactly when all its operands have one). It also says
-whether any exp or sqrt argument depends on an exp result, the only case in
-which exp results must carry a Z_q component too.
+doubles the verifier's work; :func:`residue_slice` finds the entry arguments
+some exp or sqrt argument depends on, so only those are drawn with a Z_q
+residue and everything else is computed mod p alone (``finite_field.py``
+keeps a value's Z_q component exactly when all its operands have one). It
+also says whether any exp or sqrt argument depends on an exp result, the only
+case in which exp results must carry a Z_q component too.
 
-The walk over-approximates where it is cheap to: the results of an op with
-regions (a ``kernel.customized`` µGraph, a thread graph) depend on all its
-operands. Over-approximation only costs time; a missing dependence would be
-caught (``exp`` refuses an argument without its Z_q component).
+Conversely, :func:`exponent_only_ops` finds the ring operations whose results
+are read only as exponents (attention's scores, which feed nothing but
+``exp``); their Z_p residues are never read and are not computed.
+
+The forward walk over-approximates where it is cheap to: the results of an op
+with regions (a ``kernel.customized`` µGraph, a thread graph) depend on all its
+operands, and every op but a ring operation or ``exp`` reads both components.
+Over-approximation only costs time; a missing component would be caught
+(``exp`` refuses an argument without its Z_q component, and arithmetic on a
+missing Z_p component fails).
 """
 
 from __future__ import annotations
