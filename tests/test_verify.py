@@ -81,3 +81,16 @@ def test_sqrt_identities_are_not_recognised() -> None:
 
     assert float_check(build(False), build(True)).agree
     assert not equivalent(build(False), build(True)).equivalent
+
+
+def test_cli_device_without_a_gpu_is_one_line_error(monkeypatch, capsys) -> None:
+    from mirage_xdsl.cli import verify as cli
+
+    monkeypatch.setattr(cli, "gpu_arithmetic", lambda: None)
+    assert (
+        cli.main(["examples/lora.mlir", "examples/lora_fused.mlir", "--device", "cuda"])
+        == 1
+    )
+    assert (
+        capsys.readouterr().err == "error: --device cuda: torch sees no CUDA GPU here\n"
+    )

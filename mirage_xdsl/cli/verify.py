@@ -13,9 +13,12 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from mirage_xdsl.cli.run import load
 from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.finite_field_torch import gpu_arithmetic
+from mirage_xdsl.residue_arith import NUMPY
 from mirage_xdsl.verify import FLOAT_RTOL, Verdict, equivalent, float_check
 
 
@@ -41,6 +44,17 @@ def report(verdict: Verdict, float_line: str | None) -> str:
     return "\n".join(lines)
 
 
+def arithmetic(device: str) -> Any:
+    """The finite-field arithmetic for ``--device`` (None: the default)."""
+    if device == "auto":
+        return None
+    if device == "cpu":
+        return NUMPY
+    if gpu_arithmetic() is None:
+        raise MirageError("error: --device cuda: torch sees no CUDA GPU here")
+    return gpu_arithmetic()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="mirage-verify",
@@ -62,13 +76,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-float", action="store_true", help="skip the float cross-check"
     )
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the finite-field arithmetic runs: numpy on the CPU, torch "
+        "on a CUDA GPU, or auto (the GPU when torch sees one); the verdict is "
+        "the same",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
     try:
         if args.trials is not None and args.trials < 1:
             raise MirageError("error: --trials must be at least 1")
         a, b = load(args.first), load(args.second)
-        verdict = equivalent(a, b, trials=args.trials, seed=args.seed)
+        verdict = equivalent(
+            a, b, trials=args.trials, seed=args.seed, arith=arithmetic(args.device)
+        )
         float_line = None
         if not args.no_float and verdict.trials > 0:
             float_line = float_check(a, b, rtol=args.rtol, seed=args.seed).reason

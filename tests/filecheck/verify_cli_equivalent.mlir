@@ -1,4 +1,5 @@
 // RUN: mirage-verify %s %examples/lora.mlir | filecheck %s
+// RUN: mirage-verify %s %examples/lora.mlir --device cpu | filecheck %s
 // RUN: not mirage-verify %s %examples/gated_mlp.mlir 2>&1 | filecheck %s --check-prefix=SIG
 // RUN: not mirage-verify %s %S/inputs/lora_wrong.mlir | filecheck %s --check-prefix=WRONG
 // RUN: not mirage-verify %s %S/inputs/nothere.mlir 2>&1 | filecheck %s --check-prefix=MISSING
