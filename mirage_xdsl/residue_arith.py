@@ -203,9 +203,11 @@ def _memory_order(x: np.ndarray) -> tuple[np.ndarray, Any]:
 
 
 def power(high: np.ndarray, low: np.ndarray, e: np.ndarray, m: int) -> np.ndarray:
-    """``high[e >> 13] * low[e & 8191] mod m`` for exponents ``e < 2^26``.
+    """``high[e >> 13] * low[e & 8191] mod m`` for exponents ``e`` in Z_q.
 
-    The tables hold ``w^(hi * 2^13)`` and ``w^lo``, so this is ``w^e``. It runs
+    The tables hold ``w^(hi * 2^13)`` and ``w^lo`` for every ``hi`` and ``lo``
+    a residue below q can have (so the lookups never clip), and the result is
+    ``w^e``. It runs
     a cache-sized block at a time (index, two lookups, product, reduction),
     reading ``e`` once and writing the result once.
     """
