@@ -197,3 +197,34 @@ def test_two_searches_share_one_cache(tmp_path) -> None:
     (entry,) = _entries(tmp_path)
     assert entry["report"]["kernels_after"] == 1
     assert _leftovers(tmp_path) == []
+
+
+POOL_KILL = textwrap.dedent(
+    """
+    import os, signal, time
+    from xdsl.dialects.builtin import ModuleOp
+    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import _Workers
+    from mirage_xdsl.workloads import WORKLOADS
+
+    fn = entry_function(WORKLOADS["gated_mlp"].module(1, 16))
+    workers = _Workers(2, module_text(ModuleOp([fn.clone()])), SearchOptions(jobs=2))
+    time.sleep(1.0)  # both idle: one of them waits for a task holding the queue's lock
+    for p in workers.processes:
+        os.kill(p.pid, signal.SIGKILL)
+    while not workers.dead():
+        time.sleep(0.05)
+    workers.close()
+    print("CLOSED")
+    """
+)
+
+
+def test_pool_with_killed_workers_closes_and_exits() -> None:
+    # Pool.terminate would wait forever for the lock a killed worker held.
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_KILL], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "CLOSED", done.stderr[-2000:]

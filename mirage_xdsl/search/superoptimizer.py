@@ -24,6 +24,7 @@ it readable.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.pool as mp_pool
 import os
 import signal
 import threading
@@ -348,8 +349,33 @@ class _Workers:
                     return None
 
     def close(self) -> None:
+        if self.dead():
+            self._abandon()
+            return
         self.pool.terminate()
         self.pool.join()
+
+    def _abandon(self) -> None:
+        """End a pool one of whose processes was killed from outside.
+
+        A worker killed while it waited for a task dies holding the task
+        queue's read lock, and ``Pool.terminate`` (also run at exit) takes that
+        lock first, so it would wait forever. Instead the pool stops replacing
+        workers, every process it has is killed and reaped, and its own
+        clean-up is cancelled; its threads are daemons and end with the process.
+        """
+        pool = self.pool
+        pool._worker_handler._state = mp_pool.TERMINATE
+        pool._state = mp_pool.TERMINATE
+        pool._change_notifier.put(None)
+        pool._worker_handler.join(timeout=5)
+        processes = [*pool._pool, *self.processes]
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+        for p in processes:
+            p.join(timeout=5)
+        pool._terminate.cancel()
 
 
 def _search(
