@@ -14,7 +14,6 @@ torch is optional: importing this module does not import it.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -23,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.residue_arith import EXP_LOW_BITS, LIMB, MAX_CHUNK, MAX_SUM_TERMS
+from mirage_xdsl.residue_arith import (
+    EXP_LOW_BITS,
+    LIMB,
+    check_sum_terms,
+    in_chunks,
+    stacks,
+)
 
 _MAIN_PID = os.getpid()
 """The process that imported this module; forked workers differ from it."""
@@ -69,9 +74,7 @@ class TorchArithmetic:
         output is the larger side, else two products of the smaller operand's
         limbs."""
         torch = self.torch
-        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        out = math.prod(batch) * a.shape[-2] * b.shape[-1]
-        if out > a.numel() + b.numel():
+        if stacks(a.shape, b.shape):
             if a.numel() <= b.numel():
                 hi, lo = self._limbs(b)
                 left = torch.cat(torch.broadcast_tensors(self.mul(a, LIMB, m), a), -1)
@@ -91,21 +94,10 @@ class TorchArithmetic:
         return r.add_(product(lo)).fmod_(m)
 
     def matmul(self, a: Any, b: Any, m: int) -> Any:
-        k = a.shape[-1]
-        result = None
-        for start in range(0, k, MAX_CHUNK):
-            part = self._limb_matmul(
-                a[..., start : start + MAX_CHUNK],
-                b[..., start : start + MAX_CHUNK, :],
-                m,
-            )
-            result = part if result is None else self.add(result, part, m)
-        return result
+        return in_chunks(a, b, m, self._limb_matmul, self.add)
 
     def sum(self, x: Any, axes: tuple[int, ...], m: int) -> Any:
-        count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-        if count > MAX_SUM_TERMS:
-            raise ValueError(f"a sum of {count} terms would not be exact in float64")
+        check_sum_terms(x.shape, axes)
         return self.torch.sum(x, dim=axes, keepdim=True).fmod_(m)
 
     def to_index(self, x: Any) -> Any:

@@ -142,7 +142,7 @@ def reduce_(t: np.ndarray, m: int) -> np.ndarray:
         _reduce_block(t, m, np.empty(t.size), np.empty(t.size, bool))
         return t
     scratch, mask = np.empty(REDUCE_CHUNK), np.empty(REDUCE_CHUNK, bool)
-    for start in range(0, flat.size, REDUCE_CHUNK):
+    for start in _blocks(flat.size):
         _reduce_block(flat[start : start + REDUCE_CHUNK], m, scratch, mask)
     return t
 
@@ -286,17 +286,18 @@ def _stacked_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
     """
     left_scaled = a.size <= b.size
     scaled, split = (a, b) if left_scaled else (b, a)
-    axis = -1 if left_scaled else -2  # the contraction axis of the scaled side
+    # The contraction axis of each side: last of the left, next to last of the right.
+    axis, split_axis = (-1, -2) if left_scaled else (-2, -1)
     k = scaled.shape[axis]
     # Both stacked operands are written in place: [scaled * 2^13 mod m, scaled]
     # and [hi; lo], each along the contraction.
     stacked = _doubled(scaled, axis)
-    limbs = _doubled(split, -1 - (axis == -1))
+    limbs = _doubled(split, split_axis)
     first, second = _halves(stacked, axis, k)
     np.multiply(scaled, LIMB, out=first)
     reduce_(first, m)
     np.copyto(second, scaled)
-    _limbs(split, *_halves(limbs, -1 - (axis == -1), k))
+    _limbs(split, *_halves(limbs, split_axis, k))
     left, right = (stacked, limbs) if left_scaled else (limbs, stacked)
     return reduce_(np.matmul(left, right, out=_product_out(left, right)), m)
 
@@ -320,12 +321,36 @@ def _product_out(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return pool().empty((*batch, a.shape[-2], b.shape[-1]))
 
 
+def stacks(a_shape: Sequence[int], b_shape: Sequence[int]) -> bool:
+    """Whether ``a @ b`` takes one stacked product (its output is larger than
+    both operands together) rather than two products of the smaller one."""
+    batch = np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    out = math.prod(batch) * a_shape[-2] * b_shape[-1]
+    return out > math.prod(a_shape) + math.prod(b_shape)
+
+
+def in_chunks(a: Any, b: Any, m: int, limb_matmul: Any, add: Any) -> Any:
+    """``a @ b mod m`` for any contraction length: ``limb_matmul`` on chunks
+    of at most MAX_CHUNK terms, the partial results added mod m."""
+    result = None
+    for start in range(0, a.shape[-1], MAX_CHUNK):
+        part = limb_matmul(
+            a[..., start : start + MAX_CHUNK], b[..., start : start + MAX_CHUNK, :], m
+        )
+        result = part if result is None else add(result, part, m)
+    assert result is not None
+    return result
+
+
+def check_sum_terms(shape: Sequence[int], axes: tuple[int, ...]) -> None:
+    count = math.prod(shape[a] for a in axes)
+    if count > MAX_SUM_TERMS:
+        raise ValueError(f"a sum of {count} terms would not be exact in float64")
+
+
 def _limb_matmul(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
     """``a @ b mod m`` for a contraction of at most MAX_CHUNK terms."""
-    out = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * (
-        a.shape[-2] * b.shape[-1]
-    )
-    if out > a.size + b.size:
+    if stacks(a.shape, b.shape):
         return _stacked_matmul(a, b, m)
     return _split_matmul(a, b, m)
 
@@ -402,21 +427,11 @@ def matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
 
 
 def _matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
-    k = a.shape[-1]
-    result = None
-    for start in range(0, k, MAX_CHUNK):
-        part = _limb_matmul(
-            a[..., start : start + MAX_CHUNK], b[..., start : start + MAX_CHUNK, :], m
-        )
-        result = part if result is None else addmod(result, part, m)
-    assert result is not None
-    return result
+    return in_chunks(a, b, m, _limb_matmul, addmod)
 
 
 def summod(x: np.ndarray, axes: tuple[int, ...], m: int) -> np.ndarray:
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    if count > MAX_SUM_TERMS:
-        raise ValueError(f"a sum of {count} terms would not be exact in float64")
+    check_sum_terms(x.shape, axes)
     return reduce_(np.sum(x, axis=axes, keepdims=True, dtype=np.float64), m)
 
 

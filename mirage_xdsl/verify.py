@@ -131,15 +131,14 @@ def equivalent(
         ]
         outs_a = run(program_a, xs, domain)
         outs_b = run(program_b, xs, domain)
-        zero_divisors = domain.zero_divisors
         for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True)):
             if domain.equal(x, y):
                 continue
-            if zero_divisors and void < MAX_VOID_TRIALS:
+            if domain.zero_divisors and void < MAX_VOID_TRIALS:
                 break  # a division by zero makes this trial void; redraw
             caveat = (
-                f" ({zero_divisors} divisions by zero in this trial)"
-                if zero_divisors
+                f" ({domain.zero_divisors} divisions by zero in this trial)"
+                if domain.zero_divisors
                 else ""
             )
             return Verdict(
