@@ -1,7 +1,7 @@
 """The thread dialect: element-wise ops one thread runs on register values.
 
 Thread graphs live inside ``block.thread_graph``; they are built by rule-based
-fusion of element-wise chains (see ``passes/fuse_thread_graphs.py``), not by
+fusion of element-wise chains (see ``lowering/fuse_thread_graphs.py``), not by
 search. Values keep their tile's tensor type so broadcasting stays explicit;
 each thread handles the elements it owns.
 """

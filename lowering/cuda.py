@@ -24,17 +24,17 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.semantics.interpreter import entry_function
 
 
 def lowered(module: ModuleOp) -> ModuleOp:
     """A GPU-level copy of ``module``, lowering only what is not lowered yet."""
     if any(isinstance(op, gpu.ModuleOp) for op in module.ops):
         return module
-    from mirage_xdsl.passes.default_customize import DefaultCustomizePass
-    from mirage_xdsl.passes.fuse_thread_graphs import FuseThreadGraphsPass
+    from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
     module = module.clone()
     ctx = make_context()
@@ -168,6 +168,6 @@ class PtxTarget(Target):
     arch: str = "sm_90"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from mirage_xdsl.nvrtc import compile_cuda
+        from mirage_xdsl.lowering.nvrtc import compile_cuda
 
         output.write(compile_cuda(generate_source(module), arch=self.arch).ptx)

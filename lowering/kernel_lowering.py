@@ -1,6 +1,6 @@
 """One ``kernel.customized`` op → one ``gpu.func`` kernel.
 
-The block graph runs in the phases of ``mirage_xdsl/customized.py``, and the
+The block graph runs in the phases of ``dialects/block_structure.py``, and the
 kernel follows them:
 
 1. loop-invariant inputs are copied into shared memory (``cp.async``), and
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.dialects.gpux import (
     CopyOp,
     CpAsyncCommitOp,
@@ -66,14 +67,12 @@ from xdsl.dialects import gpu
 from xdsl.dialects.builtin import MemRefType, TensorType
 from xdsl.ir import Operation, SSAValue
 
-from mirage_xdsl.customized import Phase, phases_of
-
 SHARED_LIMIT = 227 * 1024
 MAX_STAGES = 3
 
 
 def vector_width(tile_last: int, tensor_last: int, element_bytes: int) -> int:
-    """Elements per copy: as many as fit 16 bytes and divide both rows."""
+    """Elements per copy: as fit 16 bytes and divide both rows."""
     width = 16 // element_bytes
     while width > 1 and (tile_last % width or tensor_last % width):
         width //= 2

@@ -37,9 +37,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.semantics.interpreter import entry_function
 
 FORMS = ("dot", "fma")
 """Matmul forms a kernel may be printed in; ``dot`` first (the default)."""
@@ -81,7 +81,7 @@ class TritonProgram:
 
 def customized_module(module: ModuleOp) -> ModuleOp:
     """A copy of ``module`` whose functions hold only ``kernel.customized`` ops."""
-    from mirage_xdsl.passes.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
 
     module = module.clone()
     if any(

@@ -35,7 +35,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 
 TILE_ATTR = "triton.tile"
 MATMUL_ATTR = "triton.matmul"

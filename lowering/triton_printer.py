@@ -1,6 +1,6 @@
 """One legalised ``kernel.customized`` op as a ``@triton.jit`` kernel.
 
-The kernel follows the block graph's phases (``mirage_xdsl/customized.py``):
+The kernel follows the block graph's phases (``dialects/block_structure.py``):
 loop-invariant tiles are loaded and computed once, fp32 accumulators are
 zeroed, the for-loop loads its per-iteration tiles and updates the
 accumulators, and the ops after the loop finish them and store the outputs,
@@ -26,11 +26,11 @@ from math import prod
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 from xdsl.ir import Operation, SSAValue
 
-from mirage_xdsl.customized import Phase, phases_of
-from mirage_xdsl.diagnostics import OpVerifyError
+from mirage_xdsl.ir.diagnostics import OpVerifyError
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from mirage_xdsl.dialects import tensor_ops as t
 from xdsl.ir import Operation, SSAValue
 
-from mirage_xdsl.union_find import UnionFind
+from mirage_xdsl.ir.union_find import UnionFind
 
 DOT_MIN = 16
 """``tl.dot`` needs every operand side at least this long."""

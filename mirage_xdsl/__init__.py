@@ -1,12 +1,11 @@
 """mirage-xdsl: a multi-level superoptimizer for tensor programs on xDSL."""
 
-from mirage_xdsl.graph import (
+from mirage_xdsl.graph import KernelGraph, new_kernel_graph
+from mirage_xdsl.ir.builder import (
     BlockGraph,
-    KernelGraph,
     bfloat16,
     float16,
     float32,
-    new_kernel_graph,
     new_threadblock_graph,
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.graph import float16, new_kernel_graph, new_threadblock_graph
+from mirage_xdsl.ir.builder import float16, new_kernel_graph, new_threadblock_graph
 from mirage_xdsl.workloads import np_attention, np_rms_norm
 
 

@@ -3,9 +3,8 @@ passes and targets."""
 
 from xdsl.universe import Universe
 
-from mirage_xdsl.context import DIALECTS
-from mirage_xdsl.passes import ALL_PASSES
-from mirage_xdsl.targets import ALL_TARGETS
+from mirage_xdsl.ir.context import DIALECTS
+from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 
 MIRAGE_UNIVERSE = Universe(
     all_dialects=DIALECTS, all_passes=ALL_PASSES, all_targets=ALL_TARGETS

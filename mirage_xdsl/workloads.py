@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.graph import (
+from mirage_xdsl.ir.builder import (
     KernelGraph,
     float16,
     new_kernel_graph,
     new_threadblock_graph,
 )
+from mirage_xdsl.semantics.inputs import input_shapes, random_inputs  # noqa: F401 (re-exported)
 
 BATCHES = (1, 8)
 
@@ -36,21 +37,6 @@ class Workload:
 
     def module(self, batch: int = 1, scale: int = 1) -> ModuleOp:
         return self.build(batch, scale)
-
-
-def input_shapes(module: ModuleOp) -> list[tuple[int, ...]]:
-    from mirage_xdsl.interpreter import entry_function
-
-    fn = entry_function(module)
-    return [tuple(t.get_shape()) for t in fn.function_type.inputs.data]  # type: ignore[attr-defined]
-
-
-def random_inputs(
-    module: ModuleOp, seed: int = 0, low: float = -1.0, high: float = 1.0
-) -> list[np.ndarray]:
-    """fp16 inputs drawn uniformly; small magnitudes keep exp() in fp16 range."""
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(low, high, s).astype(np.float16) for s in input_shapes(module)]
 
 
 # --- plain numpy references --------------------------------------------------

@@ -35,8 +35,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.printing import module_text
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.rewrites.emit import EmitError, emit_pattern, library_module
 from mirage_xdsl.search import superoptimize_module
 from mirage_xdsl.search.options import SearchOptions, parse_ints, parse_triples

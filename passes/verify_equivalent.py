@@ -1,7 +1,7 @@
 """``verify-equivalent{against=REF.mlir}``: fail unless the module is
 equivalent to a reference program.
 
-Runs the probabilistic finite-field verifier (see ``mirage_xdsl/verify.py``)
+Runs the probabilistic finite-field verifier (see ``mirage_xdsl/verify/equivalence.py``)
 between the module being compiled and the program in ``against``, so a
 pipeline can check that the rewrites before it preserved the meaning. The
 module is left unchanged; a non-equivalent module fails the pipeline with the
@@ -17,7 +17,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from mirage_xdsl.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class VerifyEquivalentPass(ModulePass):
     seed: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from mirage_xdsl.verify import equivalent
+        from mirage_xdsl.verify.equivalence import equivalent
 
         try:
             text = Path(self.against).read_text()

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mirage_xdsl.abstract_expr import (
+from mirage_xdsl.search.pruning.abstract_expr import (
     Expr,
-    SubexprOracle,
     exprs_of_function,
     op_expr,
     output_exprs,
     var,
 )
-from mirage_xdsl.axioms import Z3Axioms
-from mirage_xdsl.interpreter import entry_function
-from mirage_xdsl.normal_form import normal_form, to_expr
-from mirage_xdsl.subexpr_oracle import equivalent
+from mirage_xdsl.search.pruning.axioms import Z3Axioms
+from mirage_xdsl.search.pruning.normal_form import normal_form, to_expr
+from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle, equivalent
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 P = Expr.parse
@@ -300,8 +299,8 @@ def test_one_kernel_lora_with_block_concat():
     """concat(X, X·A)·concat(W, B) in one customized kernel equals the target."""
     import numpy as np
 
-    from mirage_xdsl.graph import new_kernel_graph, new_threadblock_graph
-    from mirage_xdsl.interpreter import run
+    from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+    from mirage_xdsl.semantics.interpreter import run
     from mirage_xdsl.workloads import random_inputs, ref_lora
 
     g = new_kernel_graph("lora")

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from mirage_xdsl.interpreter import entry_function
 from mirage_xdsl.search.calibration import (
     Sample,
     fit,
@@ -16,6 +15,7 @@ from mirage_xdsl.search.calibration import (
 )
 from mirage_xdsl.search.cost_model import H100, cost
 from mirage_xdsl.search.ugraph import from_function
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 

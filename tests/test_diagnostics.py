@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
 
 CUSTOMIZED = """func.func @f(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {
   %o = kernel.customized(%x) grid GRID block [128, 1, 1] forloop 1 : (tensor<8x32xf16>) -> tensor<8x32xf16> {

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from mirage_xdsl.passes import ALL_PASSES
 
 import mirage_xdsl
-from mirage_xdsl.targets import ALL_TARGETS
+from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -6,9 +6,9 @@ from io import StringIO
 
 import pytest
 
-from mirage_xdsl import dot
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir import dot
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 

@@ -166,9 +166,7 @@ def wait_until_reading_stdin(pid: int, limit: float = 30.0) -> None:
 
 
 def test_help_lists_our_registries() -> None:
-    from mirage_xdsl.passes import ALL_PASSES
-
-    from mirage_xdsl.targets import ALL_TARGETS
+    from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 
     result = opt("--help")
     assert result.returncode == 0

@@ -4,16 +4,16 @@ the Z_q slice, and the torch arithmetic's bit-identity with numpy's."""
 import numpy as np
 import pytest
 
-from mirage_xdsl import residue_arith as ff
-from mirage_xdsl.fingerprint_slice import (
+from mirage_xdsl.fuzz.programs import random_module
+from mirage_xdsl.ir.builder import new_kernel_graph
+from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.verify import residue_arith as ff
+from mirage_xdsl.verify.fingerprint_slice import (
     ResidueSlice,
     exponent_only_ops,
     residue_slice,
 )
-from mirage_xdsl.finite_field import FiniteFieldDomain, P, Q, Residues
-from mirage_xdsl.fuzz import random_module
-from mirage_xdsl.graph import new_kernel_graph
-from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.verify.finite_field import FiniteFieldDomain, P, Q, Residues
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 
@@ -238,7 +238,7 @@ def test_slice_changes_no_fingerprint() -> None:
 
 def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
     pytest.importorskip("torch")
-    from mirage_xdsl.finite_field_torch import TorchArithmetic
+    from mirage_xdsl.verify.finite_field_torch import TorchArithmetic
 
     torch_cpu = TorchArithmetic("cpu")
     modules = [WORKLOADS[w].module(1, 4) for w in WORKLOADS]
@@ -252,7 +252,7 @@ def test_torch_arithmetic_is_bit_identical_to_numpy() -> None:
 
 def test_torch_matmul_paths_match_python_integers() -> None:
     pytest.importorskip("torch")
-    from mirage_xdsl.finite_field_torch import TorchArithmetic
+    from mirage_xdsl.verify.finite_field_torch import TorchArithmetic
 
     arith = TorchArithmetic("cpu")
     rng = np.random.default_rng(9)

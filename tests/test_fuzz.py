@@ -1,7 +1,7 @@
 """Seeded, bounded fuzzing of the foundation (``tools/fuzz.py`` runs it longer).
 
 Each kind runs a fixed range of seeds through its oracle in
-``mirage_xdsl.fuzz_oracles``; a failure names the seed, and
+``mirage_xdsl.fuzz.oracles``; a failure names the seed, and
 ``ORACLES[kind](seed)`` replays it.
 """
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from mirage_xdsl.dialects import block, kernel, thread
 
-from mirage_xdsl.fuzz import random_module
-from mirage_xdsl.fuzz_oracles import ORACLES, FuzzFailure, case_module
-from mirage_xdsl.printing import module_text
+from mirage_xdsl.fuzz.oracles import ORACLES, FuzzFailure, case_module
+from mirage_xdsl.fuzz.programs import random_module
+from mirage_xdsl.ir.printing import module_text
 
 CASES = {
     "generate": 2000,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mirage_xdsl.interpreter import run, split_tiles, stitch_tiles
+from mirage_xdsl.semantics.interpreter import run, split_tiles, stitch_tiles
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
 
@@ -67,8 +67,8 @@ def test_replicated_input_broadcasts() -> None:
 
 
 def _field_outputs(module, seed: int = 3) -> list[np.ndarray]:
-    from mirage_xdsl.finite_field import FiniteFieldDomain
-    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.semantics.interpreter import entry_function
+    from mirage_xdsl.verify.finite_field import FiniteFieldDomain
 
     domain = FiniteFieldDomain(seed)
     rng = np.random.default_rng(seed)
@@ -81,8 +81,8 @@ def test_accumulated_matmul_folding_matches_per_iteration(monkeypatch) -> None:
     """Folding a for-loop's matmuls into one matmul over the concatenated
     contraction (or factoring out a loop-invariant operand) gives exactly the
     residues of evaluating and summing each iteration's product."""
-    from mirage_xdsl import interpreter
-    from mirage_xdsl.fuzz import random_module
+    from mirage_xdsl.fuzz.programs import random_module
+    from mirage_xdsl.semantics import interpreter
 
     modules = [build(b, 8) for _, build in HANDWRITTEN.values() for b in (1, 2)]
     modules += [random_module(np.random.default_rng(s)) for s in range(60)]
@@ -96,7 +96,7 @@ def test_accumulated_matmul_folding_matches_per_iteration(monkeypatch) -> None:
 def test_folding_applies_to_the_flashdecoding_loop() -> None:
     from mirage_xdsl.dialects import block
 
-    from mirage_xdsl.interpreter import _accumulated_matmul
+    from mirage_xdsl.semantics.interpreter import _accumulated_matmul
 
     module = HANDWRITTEN["gqa_flashdecoding"][1](1, 8)
     matmuls = [op for op in module.walk() if isinstance(op, block.MatmulOp)]

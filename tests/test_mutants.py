@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from mirage_xdsl.mutants import mutants
-from mirage_xdsl.verify import equivalent, float_check
+from mirage_xdsl.verify.equivalence import equivalent, float_check
+from mirage_xdsl.verify.mutants import mutants
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 SCALE = 16

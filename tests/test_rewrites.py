@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.interpreter import entry_function, run
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.ir.rebuild import RetargetError, retarget
 from mirage_xdsl.layers import build_transformer_layer
-from mirage_xdsl.printing import module_text
-from mirage_xdsl.rebuild import RetargetError, retarget
 from mirage_xdsl.rewrites.emit import EmitError, emit_pattern, library_module
 from mirage_xdsl.rewrites.library import (
     finite_field_check,
     library_paths,
     load_library,
 )
+from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.workloads import (
     HANDWRITTEN,
     WORKLOADS,

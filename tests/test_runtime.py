@@ -15,11 +15,11 @@ import pytest
 from fake_driver import CUresult, FakeDriver, view
 from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.runtime import CompiledProgram, CompileError, compile_cuda
-from mirage_xdsl.runtime.api import target_arch
 from mirage_xdsl.runtime.arguments import array_kind, check_numpy, check_torch
 from mirage_xdsl.runtime.cache import CubinCache, cache_key, default_cache_dir
+from mirage_xdsl.runtime.compiled import target_arch
 from mirage_xdsl.runtime.driver import (
     Device,
     Driver,

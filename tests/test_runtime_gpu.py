@@ -143,8 +143,8 @@ def test_too_much_shared_memory_is_rejected_before_launch() -> None:
     ["gqa", "rmsnorm_linear", "lora", "gated_mlp", "norm_transformer", "qknorm_gqa"],
 )
 def test_small_workloads_match_interpreter(name: str) -> None:
-    from mirage_xdsl.interpreter import run
     from mirage_xdsl.runtime import compile
+    from mirage_xdsl.semantics.interpreter import run
     from mirage_xdsl.workloads import WORKLOADS, random_inputs
 
     module = WORKLOADS[name].module(1, 8)

@@ -11,10 +11,10 @@ import pytest
 from mirage_xdsl.dialects import block, kernel
 from xdsl.dialects import func
 
-from mirage_xdsl.interpreter import entry_function, run
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
+from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.workloads import WORKLOADS, random_inputs
 
 FAST = dict(jobs=1, max_kernels=1, budget=300.0)
@@ -120,7 +120,7 @@ def test_report_counts() -> None:
 def test_result_independent_of_workers() -> None:
     from xdsl.dialects.builtin import ModuleOp
 
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.ir.printing import module_text
 
     texts = []
     for jobs in (1, 2):
@@ -146,7 +146,7 @@ class FakeMeasure:
         self.last = 0.0
 
     def __call__(self, module) -> float:
-        from mirage_xdsl.printing import module_text
+        from mirage_xdsl.ir.printing import module_text
 
         self.calls += 1
         self.last = len(module_text(module)) * 1e-9
@@ -191,7 +191,7 @@ def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
 def test_measure_option_of_the_pass() -> None:
     from mirage_xdsl.passes.superoptimize import resolve_measure
 
-    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.ir.diagnostics import MirageError
     from mirage_xdsl.runtime.measure import gpu_available
 
     assert resolve_measure("none") is None

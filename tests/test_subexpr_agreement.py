@@ -1,6 +1,6 @@
 """The normal-form fast path agrees with z3 and with construction.
 
-Queries come from :mod:`mirage_xdsl.expr_corpus`: subterms of targets
+Queries come from :mod:`mirage_xdsl.search.pruning.expr_corpus`: subterms of targets
 rewritten by random axiom applications (subexpressions by construction) and
 local mutants of them, over the six workloads' targets and random targets.
 z3 only ever proves (it cannot refute these theories), so agreement means:
@@ -16,10 +16,15 @@ import random
 import pytest
 from test_abstract_expr import INPUT_NAMES, targets
 
-from mirage_xdsl.abstract_expr import Expr, SubexprOracle
-from mirage_xdsl.axioms import Z3Axioms
-from mirage_xdsl.expr_corpus import query_corpus, random_rewrite, random_term
-from mirage_xdsl.normal_form import normal_form
+from mirage_xdsl.search.pruning.abstract_expr import Expr
+from mirage_xdsl.search.pruning.axioms import Z3Axioms
+from mirage_xdsl.search.pruning.expr_corpus import (
+    query_corpus,
+    random_rewrite,
+    random_term,
+)
+from mirage_xdsl.search.pruning.normal_form import normal_form
+from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
 
 PROVE_MS = 3000
 REFUTE_MS = 60

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from mirage_xdsl.interpreter import entry_function
 from mirage_xdsl.search.cache import LOCK_NAME
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.superoptimizer import superoptimize_function
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS
 
 OPTIONS = dict(max_kernels=2, budget=300.0)
@@ -86,7 +86,7 @@ def test_ctrl_c_returns_the_best_so_far_and_caches_nothing(tmp_path, jobs) -> No
 SEARCH = textwrap.dedent(
     """
     import json, sys
-    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.semantics.interpreter import entry_function
     from mirage_xdsl.search.options import SearchOptions
     from mirage_xdsl.search.progress import Progress
     from mirage_xdsl.search.superoptimizer import superoptimize_function
@@ -203,8 +203,8 @@ POOL_KILL = textwrap.dedent(
     """
     import os, signal, time
     from xdsl.dialects.builtin import ModuleOp
-    from mirage_xdsl.interpreter import entry_function
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.semantics.interpreter import entry_function
+    from mirage_xdsl.ir.printing import module_text
     from mirage_xdsl.search.options import SearchOptions
     from mirage_xdsl.search.superoptimizer import _Workers
     from mirage_xdsl.workloads import WORKLOADS

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import mirage_xdsl  # noqa: E402
-from mirage_xdsl.diagnostics import MirageError  # noqa: E402
+from mirage_xdsl.ir.diagnostics import MirageError  # noqa: E402
 from mirage_xdsl.torch import superoptimize  # noqa: E402
 from mirage_xdsl.torch.backend import mirage_backend  # noqa: E402
 from mirage_xdsl.torch.workloads import example_inputs, gqa  # noqa: E402

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from mirage_xdsl.interpreter import run  # noqa: E402
-from mirage_xdsl.printing import module_text  # noqa: E402
+from mirage_xdsl.ir.printing import module_text  # noqa: E402
+from mirage_xdsl.semantics.interpreter import run  # noqa: E402
 from mirage_xdsl.torch import (  # noqa: E402
     CaptureError,
     MirageFunction,

@@ -77,11 +77,11 @@ def test_finite_field_on_cuda_is_bit_identical_to_numpy() -> None:
     the same verdicts, on every workload at full shapes."""
     import numpy as np
 
-    from mirage_xdsl.finite_field import FiniteFieldDomain
-    from mirage_xdsl.finite_field_torch import TorchArithmetic
-    from mirage_xdsl.interpreter import entry_function, run
-    from mirage_xdsl.residue_arith import NUMPY
-    from mirage_xdsl.verify import equivalent
+    from mirage_xdsl.semantics.interpreter import entry_function, run
+    from mirage_xdsl.verify.equivalence import equivalent
+    from mirage_xdsl.verify.finite_field import FiniteFieldDomain
+    from mirage_xdsl.verify.finite_field_torch import TorchArithmetic
+    from mirage_xdsl.verify.residue_arith import NUMPY
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
     cuda = TorchArithmetic("cuda")

@@ -17,9 +17,9 @@ from mirage_xdsl.lowering.triton import generate_triton
 from mirage_xdsl.lowering.triton_legalize import TILE_ATTR, LegalizeForTritonPass
 from mirage_xdsl.lowering.triton_tiles import next_pow2
 
-from mirage_xdsl import interpreter
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import parse
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import parse
+from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
 triton = pytest.importorskip("triton")
@@ -91,7 +91,7 @@ def test_returning_an_input_is_refused() -> None:
     func.func @f(%x: tensor<4x4xf16>) -> tensor<4x4xf16> {
       func.return %x : tensor<4x4xf16>
     }"""
-    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.ir.diagnostics import MirageError
 
     with pytest.raises(MirageError, match="returns an input unchanged"):
         generate_triton(parse(make_context(), text, "f.mlir"))
@@ -176,7 +176,7 @@ def test_handwritten_ugraphs_compile_to_cubin(name: str, batch: int) -> None:
 
 @pytest.mark.parametrize("seed", range(50))
 def test_random_ugraphs_compile_to_cubin(seed: int) -> None:
-    from mirage_xdsl.fuzz import random_module
+    from mirage_xdsl.fuzz.programs import random_module
 
     for compiled in _compile_all_forms(random_module(np.random.default_rng(seed))):
         _check_compiled(compiled)
@@ -225,7 +225,7 @@ def test_runtime_launches_triton_kernels_with_scratch_parameters() -> None:
 
 
 def test_unknown_backend_is_one_line() -> None:
-    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.ir.diagnostics import MirageError
     from mirage_xdsl.runtime import compile
 
     with pytest.raises(MirageError, match="unknown backend 'ptx'"):
@@ -235,7 +235,7 @@ def test_unknown_backend_is_one_line() -> None:
 def test_auto_falls_back_to_cuda_for_what_triton_cannot_build() -> None:
     """A 4096 x 16 weight tile loaded whole needs more shared memory under
     Triton than a block has; ``auto`` still compiles it, as CUDA C."""
-    from mirage_xdsl.diagnostics import MirageError
+    from mirage_xdsl.ir.diagnostics import MirageError
     from mirage_xdsl.runtime import compile
 
     text = """

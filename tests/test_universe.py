@@ -4,12 +4,11 @@ and targets, and runs them exactly as ``mirage-opt`` does."""
 import subprocess
 
 import pytest
-from mirage_xdsl.passes import ALL_PASSES
 from xdsl.universe import Universe
 
-from mirage_xdsl.context import DIALECTS
-from mirage_xdsl.printing import module_text
-from mirage_xdsl.targets import ALL_TARGETS
+from mirage_xdsl.ir.context import DIALECTS
+from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 from mirage_xdsl.workloads import WORKLOADS
 
 

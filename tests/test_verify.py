@@ -4,8 +4,13 @@ import math
 
 import pytest
 
-from mirage_xdsl.fingerprint_bound import program_degrees, trial_bound
-from mirage_xdsl.verify import TARGET_BOUND, equivalent, float_check, trials_for
+from mirage_xdsl.verify.equivalence import (
+    TARGET_BOUND,
+    equivalent,
+    float_check,
+    trials_for,
+)
+from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
 from mirage_xdsl.workloads import ALGEBRAIC, HANDWRITTEN, WORKLOADS
 
 SCALE = 16
@@ -71,7 +76,7 @@ def test_explicit_trials_and_bound() -> None:
 def test_sqrt_identities_are_not_recognised() -> None:
     # rms_norm(2x) = rms_norm(x) over the reals, but only through
     # sqrt(4m) = 2 sqrt(m), which the random sqrt function does not satisfy.
-    from mirage_xdsl.graph import float16, new_kernel_graph
+    from mirage_xdsl.ir.builder import float16, new_kernel_graph
 
     def build(double: bool):
         g = new_kernel_graph("f")

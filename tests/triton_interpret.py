@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from mirage_xdsl.lowering.triton import FORMS, generate_triton
 
-from mirage_xdsl import interpreter
 from mirage_xdsl.runtime.triton_compile import load_source
+from mirage_xdsl.semantics import interpreter
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -79,7 +79,7 @@ def workloads(scale: int, batches: tuple[int, ...] = (1, 8)) -> None:
 
 
 def random_cases(count: int, first: int = 0) -> None:
-    from mirage_xdsl.fuzz import random_inputs, random_module
+    from mirage_xdsl.fuzz.programs import random_inputs, random_module
 
     for seed in range(first, first + count):
         rng = np.random.default_rng(seed)

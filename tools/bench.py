@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirage_xdsl.runtime.measure import BATCH, capture_graph
+from mirage_xdsl.runtime.timer import BATCH, capture_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -110,7 +110,7 @@ class Timer:
     def __init__(self, reps: int, warmup: int):
         import torch
 
-        from mirage_xdsl.runtime.measure import GraphTimer
+        from mirage_xdsl.runtime.timer import GraphTimer
 
         self.torch = torch
         self.reps = reps
@@ -222,8 +222,8 @@ def candidates(
     if args.mlir_dir and (path := mlir_file(Path(args.mlir_dir), workload, batch)):
 
         def load(path=path):
-            from mirage_xdsl.context import make_context
-            from mirage_xdsl.diagnostics import parse, verify
+            from mirage_xdsl.ir.context import make_context
+            from mirage_xdsl.ir.diagnostics import parse, verify
 
             module = parse(make_context(), path.read_text(), str(path))
             verify(module)
@@ -245,9 +245,9 @@ def searched(module, args, config: Config | None):
     from mirage_xdsl.passes.superoptimize import resolve_measure
     from xdsl.dialects.builtin import ModuleOp
 
-    from mirage_xdsl.interpreter import entry_function
     from mirage_xdsl.search.options import SearchOptions
     from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.semantics.interpreter import entry_function
 
     outcome = superoptimize_function(
         entry_function(module),

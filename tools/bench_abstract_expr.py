@@ -18,10 +18,16 @@ import argparse
 import itertools
 import time
 
-from mirage_xdsl import normal_form as nf
-from mirage_xdsl import shapes
-from mirage_xdsl.abstract_expr import Expr, SubexprOracle, op_expr, output_exprs
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.dialects import shapes
+
+from mirage_xdsl.search.pruning import normal_form as nf
+from mirage_xdsl.search.pruning.abstract_expr import (
+    Expr,
+    SubexprOracle,
+    op_expr,
+    output_exprs,
+)
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS, input_shapes
 
 UNARY = ("exp", "sqrt", "silu", "square", "rms_norm")

@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def measured_search(name: str, batch: int, args) -> list[dict]:
     """The search with a GPU measure: every timed candidate as a row."""
-    from mirage_xdsl.interpreter import entry_function
     from mirage_xdsl.runtime.measure import GpuMeasure
     from mirage_xdsl.search.options import SearchOptions
     from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.semantics.interpreter import entry_function
     from mirage_xdsl.workloads import WORKLOADS
 
     options = SearchOptions(
@@ -112,11 +112,11 @@ def candidate_rows(name: str, batch: int, report) -> list[dict]:
 
 def measured_handwritten(name: str, batch: int) -> list[dict]:
     """The workload's hand-written µGraphs, timed and costed the same way."""
-    from mirage_xdsl.interpreter import entry_function
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.ir.printing import module_text
     from mirage_xdsl.runtime.measure import GpuMeasure
     from mirage_xdsl.search import cost_model
     from mirage_xdsl.search.ugraph import from_function
+    from mirage_xdsl.semantics.interpreter import entry_function
     from mirage_xdsl.workloads import HANDWRITTEN
 
     measure = GpuMeasure()

@@ -18,9 +18,9 @@ import argparse
 import sys
 import time
 
-from mirage_xdsl.interpreter import entry_function
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS
 
 HEADER = (

@@ -19,8 +19,8 @@ import sys
 import time
 from typing import Any
 
-from mirage_xdsl.residue_arith import NUMPY
-from mirage_xdsl.verify import default_arithmetic, equivalent, float_check
+from mirage_xdsl.verify.equivalence import default_arithmetic, equivalent, float_check
+from mirage_xdsl.verify.residue_arith import NUMPY
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 
@@ -33,7 +33,7 @@ def arithmetic(name: str) -> Any:
         return default_arithmetic()
     if name == "numpy":
         return NUMPY
-    from mirage_xdsl.finite_field_torch import TorchArithmetic
+    from mirage_xdsl.verify.finite_field_torch import TorchArithmetic
 
     return TorchArithmetic(name.removeprefix("torch-"))
 

@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.layers import FRAGMENTS
-from mirage_xdsl.printing import module_text
 from mirage_xdsl.rewrites.emit import library_module
 from mirage_xdsl.rewrites.library import BUNDLED
-from mirage_xdsl.verify import equivalent
+from mirage_xdsl.semantics.interpreter import entry_function
+from mirage_xdsl.verify.equivalence import equivalent
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 

@@ -34,10 +34,10 @@ from mirage_xdsl.search.cost_model import H100, Target, cost
 
 def load_samples(paths: list[str]) -> tuple[list[Sample], list[tuple[str, int]]]:
     """Every timed row with a program, and its (workload, batch)."""
-    from mirage_xdsl.context import make_context
-    from mirage_xdsl.diagnostics import parse
-    from mirage_xdsl.interpreter import entry_function
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
     from mirage_xdsl.search.ugraph import from_function
+    from mirage_xdsl.semantics.interpreter import entry_function
 
     samples, groups = [], []
     for path in paths:

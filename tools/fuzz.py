@@ -1,10 +1,10 @@
 """Long fuzz run of the foundation: parser, verifiers, interpreter, drivers.
 
-Runs the oracles of ``mirage_xdsl.fuzz_oracles`` over ``--cases`` seeded
+Runs the oracles of ``mirage_xdsl.fuzz.oracles`` over ``--cases`` seeded
 cases split across kinds by weight, on ``--jobs`` processes, and reports the
 cases tried and the outcomes per kind, with every failure, crash and hang
 (a case over ``--timeout`` seconds). Exit code 1 if any. Replay a case with
-``python -c "from mirage_xdsl.fuzz_oracles import ORACLES; ORACLES[KIND](SEED)"``.
+``python -c "from mirage_xdsl.fuzz.oracles import ORACLES; ORACLES[KIND](SEED)"``.
 
     python tools/fuzz.py --cases 100000 --jobs 2
 """
@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from multiprocessing import Pool
 
-from mirage_xdsl.fuzz_oracles import ORACLES, FuzzFailure
+from mirage_xdsl.fuzz.oracles import ORACLES, FuzzFailure
 
 WEIGHTS = {
     "generate": 1.0,

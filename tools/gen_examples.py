@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.layers import build_transformer_layer
-from mirage_xdsl.printing import module_text
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 

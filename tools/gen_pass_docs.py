@@ -13,9 +13,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mirage_xdsl.passes import ALL_PASSES
-
-from mirage_xdsl.targets import ALL_TARGETS
+from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "passes.md"
 

@@ -5,13 +5,13 @@ Cases, in order:
   selftest     the runtime's own hand-written kernels (no code generator involved)
   workload     each of WORKLOADS at each batch, lowered as written (bare kernel ops)
   handwritten  each hand-written µGraph of HANDWRITTEN at each batch
-  random       N random valid µGraphs from mirage_xdsl.fuzz (when it is installed)
+  random       N random valid µGraphs from mirage_xdsl.fuzz.programs (when it is installed)
 
 Each case is lowered with ``generate_program`` and compiled with NVRTC (or, with
 ``--backend triton``, printed as Triton kernels and compiled by Triton, every
 matmul form of each kernel checked: untuned settings), and run on
 the GPU ``--trials`` times on fresh random inputs (uniform in ±amplitude; random
-µGraphs take ``mirage_xdsl.fuzz.random_inputs``, the range their values are
+µGraphs take ``mirage_xdsl.fuzz.programs.random_inputs``, the range their values are
 bounded for), with every output and intermediate poisoned with NaN first;
 trials alternate between the torch-tensor and numpy paths. The outputs are compared with the reference
 interpreter (fp32): a case passes when every output's relative L2 error is at
@@ -88,7 +88,7 @@ class Result:
 
 def fuzz_module():
     try:
-        from mirage_xdsl.fuzz import random_module
+        from mirage_xdsl.fuzz.programs import random_module
     except ImportError:
         return None
     return random_module
@@ -115,8 +115,8 @@ def cases(args) -> list[Case]:
 def build(case: Case, scale: int):
     """(module, None, reference function of the inputs) for a program, or
     (None, GpuProgram, reference) for a runtime selftest."""
-    from mirage_xdsl.interpreter import run
     from mirage_xdsl.runtime.selftest import SELFTESTS
+    from mirage_xdsl.semantics.interpreter import run
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
     if case.kind == "selftest":
@@ -205,7 +205,7 @@ def run_trials(case, args, compiled, module, reference, torch_ok, seconds, worst
             amplitude = 1.0 if case.kind == "selftest" else args.amplitude
             seed = 1000 * case.seed + 7 * trial + 1
             if case.kind == "random":
-                from mirage_xdsl.fuzz import random_inputs
+                from mirage_xdsl.fuzz.programs import random_inputs
 
                 # the fuzz generator bounds its values for its own input range only
                 xs = random_inputs(module, seed)
@@ -438,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     env = environment()
     print("gpu_check: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
     if args.random and fuzz_module() is None:
-        print("gpu_check: random µGraphs skipped: mirage_xdsl.fuzz is not available")
+        print(
+            "gpu_check: random µGraphs skipped: mirage_xdsl.fuzz.programs is not available"
+        )
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

@@ -23,11 +23,11 @@ import json
 import sys
 
 import numpy as np
+from mirage_xdsl.lowering import nvrtc
 from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.lowering.program import GpuProgram
 
-from mirage_xdsl import nvrtc
-from mirage_xdsl.interpreter import run
+from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
 NUMPY = {"f16": np.float16, "f32": np.float32}

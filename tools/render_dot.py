@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError, parse, verify
-from mirage_xdsl.dot import FORMATS, render, to_dot
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.dot import FORMATS, render, to_dot
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,16 +24,15 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from mirage_xdsl.context import DIALECTS
-from mirage_xdsl.diagnostics import (
+from mirage_xdsl.ir.context import DIALECTS
+from mirage_xdsl.ir.diagnostics import (
     MirageError,
     first_line,
     parse,
     parse_error_line,
     verify,
 )
-from mirage_xdsl.passes import ALL_PASSES
-from mirage_xdsl.targets import ALL_TARGETS
+from mirage_xdsl.registry import ALL_PASSES, ALL_TARGETS
 
 DESCRIPTION = """\
 mirage-opt: the mirage-xdsl superoptimizer driver.

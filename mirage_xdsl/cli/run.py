@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError, parse, verify
-from mirage_xdsl.interpreter import entry_function, run
-from mirage_xdsl.workloads import random_inputs
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
+from mirage_xdsl.semantics.inputs import random_inputs
+from mirage_xdsl.semantics.interpreter import entry_function, run
 
 MAX_INPUT_ELEMENTS = 1 << 28
 """Programs whose inputs hold more elements than this are not interpreted."""

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirage_xdsl.cli.run import load
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.finite_field_torch import gpu_arithmetic
-from mirage_xdsl.residue_arith import NUMPY
-from mirage_xdsl.verify import FLOAT_RTOL, Verdict, equivalent, float_check
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.verify.equivalence import FLOAT_RTOL, Verdict, equivalent, float_check
+from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
+from mirage_xdsl.verify.residue_arith import NUMPY
 
 
 def bound_text(bound: float) -> str:

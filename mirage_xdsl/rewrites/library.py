@@ -5,7 +5,7 @@ A library is a module of ``pdl.pattern`` ops, each ending in
 ``func.func`` templates they name. Loading re-verifies every entry: the
 kernel-level program the pattern matches is rebuilt from the pattern at the
 template's own shapes and checked equivalent to the template. Instantiating
-at other shapes retargets the template (``mirage_xdsl.rebuild``) and checks
+at other shapes retargets the template (``mirage_xdsl.ir.rebuild``) and checks
 it again on those shapes; results are cached per (template, shapes).
 """
 
@@ -23,8 +23,8 @@ from xdsl.dialects import func, pdl
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from mirage_xdsl.diagnostics import MirageError, parse, verify
-from mirage_xdsl.rebuild import RetargetError, make_op, retarget
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.rebuild import RetargetError, make_op, retarget
 from mirage_xdsl.rewrites.emit import INSTANTIATE
 
 Checker = Callable[[ModuleOp, ModuleOp], tuple[bool, str]]
@@ -49,8 +49,8 @@ def finite_field_check(a: ModuleOp, b: ModuleOp) -> tuple[bool, str]:
     Accepting verdicts are remembered on disk, keyed by both programs' text, so
     a library entry is verified once per shape, not once per compilation.
     """
-    from mirage_xdsl.printing import module_text
-    from mirage_xdsl.verify import equivalent
+    from mirage_xdsl.ir.printing import module_text
+    from mirage_xdsl.verify.equivalence import equivalent
 
     key = hashlib.sha256((module_text(a) + module_text(b)).encode()).hexdigest()
     directory = cache_dir()

@@ -5,8 +5,9 @@ and returns a :class:`CompiledProgram`, callable on torch CUDA tensors or numpy
 arrays. Nothing here imports torch or cuda-python until a program runs.
 """
 
-from mirage_xdsl.runtime.api import CompiledProgram, compile, lower
+from mirage_xdsl.runtime.api import compile, lower
 from mirage_xdsl.runtime.compile import CompileError, compile_cuda
+from mirage_xdsl.runtime.compiled import CompiledProgram
 from mirage_xdsl.runtime.driver import GpuError, GpuUnavailable
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import BufferSpec
 
 

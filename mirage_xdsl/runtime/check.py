@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mirage_xdsl.runtime.api import CompiledProgram
 from mirage_xdsl.runtime.arguments import element_type
+from mirage_xdsl.runtime.compiled import CompiledProgram
 
 FP16_TOLERANCE = 2e-2
 """Relative L2 error allowed for fp16 outputs computed with fp32 accumulation."""

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from mirage_xdsl.diagnostics import MirageError, first_line
+from mirage_xdsl.ir.diagnostics import MirageError, first_line
 
 
 class CompileError(MirageError):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 
 
 class GpuError(MirageError):

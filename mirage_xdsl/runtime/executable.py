@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import GpuProgram, KernelLaunch
 from mirage_xdsl.runtime.arguments import element_type, nbytes
 from mirage_xdsl.runtime.driver import Device, GpuError

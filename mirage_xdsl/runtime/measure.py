@@ -13,13 +13,12 @@ per call of the faster backend and remembers, per call, what it measured.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-BATCH = 20
-"""Calls captured in one CUDA graph for the headline figure."""
-FLUSH_BYTES = 256 << 20
+from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+
 BACKENDS = ("triton", "cuda")
 
 
@@ -30,69 +29,6 @@ class Timing:
     """Median µs of one call per replay."""
     batched_us: float
     """Median µs per call with :data:`BATCH` calls per replay."""
-
-
-def capture_graph(body, warmup: int = 1) -> Any:
-    """A CUDA graph of ``body()``, run ``warmup`` times on a side stream first
-    (lazy initialisation, autotuning and allocations stay out of the graph)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            body()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        body()
-    return graph
-
-
-class GraphTimer:
-    """CUDA-graph replays with the L2 flushed before each call."""
-
-    def __init__(self, reps: int = 50, warmup: int = 5, device: str = "cuda"):
-        import torch
-
-        self.torch = torch
-        self.reps = reps
-        self.warmup = warmup
-        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
-
-    def _median_us(self, graph) -> float:
-        torch = self.torch
-        for _ in range(self.warmup):
-            graph.replay()
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(self.reps)
-        ]
-        for start, end in events:
-            start.record()
-            graph.replay()
-            end.record()
-        torch.cuda.synchronize()
-        times = sorted(s.elapsed_time(e) * 1000.0 for s, e in events)
-        return times[len(times) // 2]
-
-    def per_call_us(self, calls: Sequence[Callable[[], object]], count: int) -> float:
-        """Median µs per call of ``count`` calls in one graph (``calls`` taken
-        in turn, e.g. one per input set), each after an L2 flush; a graph of
-        the flushes alone is timed and subtracted."""
-
-        def flushes():
-            for _ in range(count):
-                self.flush_buffer.fill_(1)
-
-        def body():
-            for i in range(count):
-                self.flush_buffer.fill_(1)
-                calls[i % len(calls)]()
-
-        total = self._median_us(capture_graph(body))
-        flush = self._median_us(capture_graph(flushes))
-        return max(total - flush, 0.0) / count
 
 
 def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.lowering.triton import TritonKernel, TritonProgram, generate_triton
 from mirage_xdsl.runtime import autotune
@@ -92,7 +92,7 @@ def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotun
 
     from mirage_xdsl.runtime.arguments import element_type
     from mirage_xdsl.runtime.executable import LoadedProgram
-    from mirage_xdsl.runtime.measure import GraphTimer
+    from mirage_xdsl.runtime.timer import GraphTimer
 
     specs = {b.name: b for b in program.buffers}
     timer = GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
@@ -153,7 +153,7 @@ def compile_triton(
     """Lower ``module`` to Triton, pick settings (autotuned when a GPU is
     visible and ``tune`` is not False), compile, and return the program.
     ``form`` (untuned only) forces the matmul form of every kernel."""
-    from mirage_xdsl.runtime.api import CompiledProgram
+    from mirage_xdsl.runtime.compiled import CompiledProgram
     from mirage_xdsl.runtime.driver import Device, gpu_unavailable_reason
     from mirage_xdsl.runtime.driver import device as open_device
 

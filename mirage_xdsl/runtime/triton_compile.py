@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 
 TARGET_ARCH = 90
 """sm_90 (H100): Triton compiles it as sm_90a, with wgmma."""

@@ -1,12 +1,12 @@
 """The two services the search relies on, behind one narrow interface each.
 
 - :class:`Pruner` gives every tensor an abstract expression
-  (:func:`mirage_xdsl.abstract_expr.op_expr`) and asks whether it is a
-  subexpression of the target's (:class:`~mirage_xdsl.abstract_expr.SubexprOracle`);
+  (:func:`mirage_xdsl.search.pruning.abstract_expr.op_expr`) and asks whether it is a
+  subexpression of the target's (:class:`~mirage_xdsl.search.pruning.subexpr_oracle.SubexprOracle`);
   it memoises both, because the generator asks the same questions again and
   again from different prefixes.
 - :func:`check_equivalent` runs the probabilistic finite-field verifier
-  (:func:`mirage_xdsl.verify.equivalent`).
+  (:func:`mirage_xdsl.verify.equivalence.equivalent`).
 
 If a service is not installed (a partial checkout), the search still runs but
 says so: without abstract expressions nothing is pruned (sound, slower);
@@ -25,12 +25,13 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 try:  # pragma: no cover - depends on which modules are installed
-    from mirage_xdsl import abstract_expr
+    from mirage_xdsl.search.pruning import abstract_expr
+    from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
 except ImportError:  # pragma: no cover
     abstract_expr = None  # type: ignore[assignment]
 
 try:  # pragma: no cover
-    from mirage_xdsl import verify as verifier
+    from mirage_xdsl.verify import equivalence as verifier
 except ImportError:  # pragma: no cover
     verifier = None  # type: ignore[assignment]
 
@@ -50,7 +51,7 @@ class Pruner:
         )
         targets = [self.exprs.get(v) for v in outputs]
         self.targets = targets
-        self._oracle = abstract_expr.SubexprOracle(targets) if self.available else None
+        self._oracle = SubexprOracle(targets) if self.available else None
         self._expr_cache: dict[tuple, Expr] = {}
         self._subexpr_cache: dict[Expr, bool] = {}
         self.queries = 0
@@ -156,7 +157,7 @@ class Check:
 
 
 def float_outputs(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    from mirage_xdsl.interpreter import run
+    from mirage_xdsl.semantics.interpreter import run
 
     return run(module, inputs)
 
@@ -177,7 +178,7 @@ def check_equivalent(
 ) -> Check:
     """The verifier's verdict on a complete candidate."""
     if verifier is None:  # pragma: no cover
-        from mirage_xdsl.workloads import random_inputs
+        from mirage_xdsl.semantics.inputs import random_inputs
 
         xs = random_inputs(program, seed)
         same = close(float_outputs(candidate, xs), float_outputs(program, xs))

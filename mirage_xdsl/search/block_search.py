@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mirage_xdsl import shapes
-from mirage_xdsl.interpreter import ITERATION_AXIS, split_tiles, stitch_tiles
+from mirage_xdsl.dialects import shapes
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
 from mirage_xdsl.search.adapters import Pruner
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, valid
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import BlockInput, Op, result_shape
+from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, split_tiles, stitch_tiles
 
 MAX_CLASSES = 4000
 """Saturation stops growing a layout past this many tensor classes."""

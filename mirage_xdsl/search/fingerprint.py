@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mirage_xdsl.interpreter import ITERATION_AXIS, _broadcast_except
+from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, _broadcast_except
 
 DIGITS = 6
 

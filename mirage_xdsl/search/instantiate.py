@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mirage_xdsl import shapes
+from mirage_xdsl.dialects import shapes
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_search import BlockCandidate, Layout, Sizes
 from mirage_xdsl.search.options import SearchOptions

@@ -26,7 +26,7 @@ from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.union_find import UnionFind
+from mirage_xdsl.ir.union_find import UnionFind
 
 Label = tuple
 UNIT: Label = ("u",)

@@ -147,9 +147,9 @@ class Worker:
     """Everything a process needs to run tasks, rebuilt from program text."""
 
     def __init__(self, text: str, options: SearchOptions):
-        from mirage_xdsl.context import make_context
-        from mirage_xdsl.diagnostics import parse
-        from mirage_xdsl.workloads import random_inputs
+        from mirage_xdsl.ir.context import make_context
+        from mirage_xdsl.ir.diagnostics import parse
+        from mirage_xdsl.semantics.inputs import random_inputs
 
         self.module = parse(make_context(), text, "<search>")
         self.function = next(
@@ -507,7 +507,7 @@ def _verified(
     worker processes. Forked, not spawned: a spawned process re-runs the
     user's main script, which need not guard its call to the search. The
     search's own worker pool is closed (and its threads joined) by then."""
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.ir.printing import module_text
 
     program_text = module_text(program)
     out: list[Candidate] = []
@@ -557,8 +557,8 @@ def _verifier_pool(workers: int):
 
 
 def _verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
-    from mirage_xdsl.context import make_context
-    from mirage_xdsl.diagnostics import parse
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
 
     candidate_text, program_text, options = job
     ctx = make_context()
@@ -577,7 +577,7 @@ def _measured_pick(
     """Time every candidate (the input first) and keep the fastest."""
     describe = getattr(measure, "describe", None)
     timed = []
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.ir.printing import module_text
 
     for i, (cost, graph) in enumerate(pool):
         module = to_module(graph)
@@ -605,7 +605,7 @@ def superoptimize_function(
     progress: Progress | None = None,
 ) -> Outcome:
     """Search for the best verified µGraph equivalent to a kernel-level function."""
-    from mirage_xdsl.printing import module_text
+    from mirage_xdsl.ir.printing import module_text
 
     start = time.monotonic()
     program = ModuleOp([function.clone()])
@@ -638,7 +638,7 @@ def superoptimize_function(
     report.seconds = time.monotonic() - start
     fn = _function_of(best)
     if cache and cacheable and not report.stopped:
-        from mirage_xdsl.printing import module_text as text_of
+        from mirage_xdsl.ir.printing import module_text as text_of
 
         cache.put(
             key,
@@ -655,8 +655,8 @@ def _function_of(ug: UGraph) -> func.FuncOp:
 
 
 def _from_cache(entry: dict, report: Report, start: float) -> Outcome:
-    from mirage_xdsl.context import make_context
-    from mirage_xdsl.diagnostics import parse
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
 
     module = parse(make_context(), entry["program"], "<cache>")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))

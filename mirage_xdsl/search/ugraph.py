@@ -18,12 +18,11 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
-from mirage_xdsl import shapes
 from mirage_xdsl.dialects import block as block_dialect
+from mirage_xdsl.dialects import shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects import thread
-from mirage_xdsl.graph import BlockGraph as BlockBuilder
-from mirage_xdsl.graph import KernelGraph
+from mirage_xdsl.ir.builder import BlockGraph as BlockBuilder
+from mirage_xdsl.ir.builder import KernelGraph
 
 Shape = tuple[int, ...]
 Attrs = tuple[tuple[str, Any], ...]
@@ -142,7 +141,7 @@ def kernel_shapes(ug: UGraph) -> list[Shape]:
 
 
 def _element_type(dtype: str) -> Attribute:
-    from mirage_xdsl.graph import bfloat16, float16, float32
+    from mirage_xdsl.ir.builder import bfloat16, float16, float32
 
     return {"f16": float16, "bf16": bfloat16, "f32": float32}[dtype]
 

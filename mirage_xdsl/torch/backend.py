@@ -28,7 +28,7 @@ from typing import Any
 
 from torch import fx
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.torch.capture import capture_program
 from mirage_xdsl.torch.function import MirageFunction, search
 from mirage_xdsl.torch.nodes import CaptureError

@@ -36,7 +36,7 @@ from torch.export.graph_signature import InputKind
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from mirage_xdsl.graph import KernelGraph
+from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
     RMS_NORM_FORMS,
     CaptureError,

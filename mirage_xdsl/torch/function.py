@@ -17,7 +17,7 @@ import torch
 from torch.utils._pytree import tree_unflatten
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.nodes import DTYPES
 
@@ -54,7 +54,7 @@ class MirageFunction:
         return self._parameters[device]
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
-        from mirage_xdsl.interpreter import entry_function
+        from mirage_xdsl.semantics.interpreter import entry_function
 
         types = entry_function(self.module).function_type.inputs.data
         if len(args) != len(types):
@@ -85,7 +85,7 @@ class MirageFunction:
         return [outs] if isinstance(outs, torch.Tensor) else list(outs)
 
     def _run_interpreted(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        from mirage_xdsl.interpreter import run
+        from mirage_xdsl.semantics.interpreter import run
 
         arrays = [x.detach().float().numpy() for x in args]
         dtype = args[0].dtype

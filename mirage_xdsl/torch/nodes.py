@@ -12,8 +12,8 @@ import torch
 from torch import fx
 from xdsl.ir import Attribute
 
-from mirage_xdsl.diagnostics import MirageError
-from mirage_xdsl.graph import bfloat16, float16, float32
+from mirage_xdsl.ir.builder import bfloat16, float16, float32
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.torch.trace import source_location
 
 aten = torch.ops.aten

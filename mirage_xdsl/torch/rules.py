@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import fx
 from xdsl.ir import SSAValue
 
-from mirage_xdsl import shapes
+from mirage_xdsl.dialects import shapes
+from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
     RMS_NORM_FORMS,
     aten,
@@ -26,9 +27,6 @@ from mirage_xdsl.torch.nodes import (
     node_shape,
     unsupported,
 )
-
-if TYPE_CHECKING:
-    from mirage_xdsl.torch.capture import Converter
 
 
 @dataclass(frozen=True)
@@ -56,6 +54,17 @@ class Parameter:
 
 
 Value = SSAValue | Partial | Parameter
+
+
+class Converter(Protocol):
+    """What a rule reads of the walk that calls it (:class:`mirage_xdsl.torch.capture.Converter`)."""
+
+    graph: KernelGraph
+    env: dict[fx.Node, Value]
+
+    def value(self, node: fx.Node) -> SSAValue:
+        """The SSA value of a converted node."""
+        ...
 
 
 Rule = Callable[..., Value]

@@ -19,8 +19,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from mirage_xdsl import shapes
-from mirage_xdsl.dialects import block, kernel, thread
+from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
 
 

@@ -35,7 +35,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from mirage_xdsl.graph import BlockGraph, new_threadblock_graph
+from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
 
 BLOCK_OPS: dict[str, type[t.TensorOp]] = {
     cls.KIND: cls

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 
-from mirage_xdsl import shapes
-from mirage_xdsl.dialects import block, kernel, thread
+from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.kernel import dense_i64
-from mirage_xdsl.printing import module_text
+from mirage_xdsl.ir.printing import module_text
 
 Edit = Callable[[Operation], None]
 """Changes the op (in a clone of the program) it is given."""

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
-from mirage_xdsl.fingerprint_bound import program_degrees, trial_bound
-from mirage_xdsl.fingerprint_slice import exponent_only_ops, residue_slice
-from mirage_xdsl.finite_field import FiniteFieldDomain
-from mirage_xdsl.finite_field_torch import gpu_arithmetic
-from mirage_xdsl.interpreter import entry_function, run
-from mirage_xdsl.residue_arith import NUMPY, pool
+from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
+from mirage_xdsl.verify.fingerprint_slice import exponent_only_ops, residue_slice
+from mirage_xdsl.verify.finite_field import FiniteFieldDomain
+from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
+from mirage_xdsl.verify.residue_arith import NUMPY, pool
 
 TARGET_BOUND = 2.0**-40
 """The false-positive probability an accepting verdict aims for by default."""
@@ -188,7 +188,7 @@ def float_check(
     ``|a - b| / |b|`` must be at most ``rtol`` (default 1e-3, far above fp32
     reassociation noise, far below any semantic difference).
     """
-    from mirage_xdsl.workloads import random_inputs
+    from mirage_xdsl.semantics.inputs import random_inputs
 
     mismatch = signature_mismatch(program_a, program_b)
     if mismatch is not None:

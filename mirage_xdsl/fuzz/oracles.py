@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
-from mirage_xdsl.context import make_context
-from mirage_xdsl.diagnostics import MirageError, parse, verify
-from mirage_xdsl.finite_field import FiniteFieldDomain, P, Q
-from mirage_xdsl.fuzz import VALUE_MAX, VALUE_MIN, random_inputs, random_module
-from mirage_xdsl.graph import bfloat16, float16, float32
-from mirage_xdsl.interpreter import entry_function, run
-from mirage_xdsl.mutants import mutants
-from mirage_xdsl.mutate import MUTATORS, mutate
-from mirage_xdsl.printing import module_text
-from mirage_xdsl.verify import equivalent
+from mirage_xdsl.fuzz.mutate import MUTATORS, mutate
+from mirage_xdsl.fuzz.programs import VALUE_MAX, VALUE_MIN, random_inputs, random_module
+from mirage_xdsl.ir.builder import bfloat16, float16, float32
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.verify.equivalence import equivalent
+from mirage_xdsl.verify.finite_field import FiniteFieldDomain, P, Q
+from mirage_xdsl.verify.mutants import mutants
 
 DIAGNOSTIC = re.compile(r"\A[^\n]+:\d+:\d+: error: [^\n]+\Z")
 """A user-facing error: one line, located."""

@@ -33,6 +33,8 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 from xdsl.utils.lexer import Input, Location, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
+from mirage_xdsl.dialects.block_structure import OpVerifyError
+
 
 class MirageError(DiagnosticException):
     """An error in the user's input or options, reported as one line.
@@ -40,19 +42,6 @@ class MirageError(DiagnosticException):
     A ``DiagnosticException``, so xDSL's ``--verify-diagnostics`` prints it
     and carries on, as for xDSL's own verifier errors.
     """
-
-
-class OpVerifyError(VerifyException):
-    """A verifier finding about another op than the one being verified.
-
-    Whole-graph checks run in the enclosing op's verifier (a block graph is
-    checked by its ``kernel.customized``) but the fault is often one inner
-    op; :func:`verify` reports the error at ``op``'s location.
-    """
-
-    def __init__(self, op: Operation, message: str):
-        super().__init__(message)
-        self.op = op
 
 
 class LinearLexer(MLIRLexer):
@@ -202,7 +191,7 @@ def _unknown_op(f: ParseFailure) -> tuple[Span, str]:
 @functools.cache
 def mirage_op_names() -> frozenset[str]:
     """Op names of our dialects, suggested even before a dialect is loaded."""
-    from mirage_xdsl.context import DIALECTS
+    from mirage_xdsl.ir.context import DIALECTS
 
     return frozenset(op.name for load in DIALECTS.values() for op in load().operations)
 
@@ -402,7 +391,7 @@ def _region_values(region: Region) -> set[SSAValue]:
 
 
 def _scope_error(op: Operation, index: int) -> str:
-    from mirage_xdsl.customized import defined_inside
+    from mirage_xdsl.dialects.block_structure import defined_inside
 
     isolated = op.parent_op()
     while isolated is not None and not isolated.has_trait(IsolatedFromAbove):

@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 
-from mirage_xdsl.abstract_expr import Expr
+from mirage_xdsl.search.pruning import abstract_expr as ae
+from mirage_xdsl.search.pruning.abstract_expr import Expr
 
 # Types, as plain tuples so they hash and compare structurally:
 #   Poly  = tuple[Term, ...]          sorted multiset, () only as "no denominator"
@@ -114,7 +115,6 @@ def normal_form(e: Expr) -> Poly:
 
 def to_expr(p: Poly) -> Expr:
     """A term with normal form ``p`` (for printing and for z3)."""
-    from mirage_xdsl import abstract_expr as ae
 
     def atom(a) -> Expr:
         if a[0] == "v":

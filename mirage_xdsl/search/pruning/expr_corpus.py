@@ -14,7 +14,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from mirage_xdsl.abstract_expr import Expr, add, div, exp, mul, sqrt, sum_, var
+from mirage_xdsl.search.pruning.abstract_expr import (
+    Expr,
+    add,
+    div,
+    exp,
+    mul,
+    sqrt,
+    sum_,
+    var,
+)
 
 Rewrite = Callable[[Expr], Expr | None]
 

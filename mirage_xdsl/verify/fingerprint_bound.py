@@ -27,10 +27,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from mirage_xdsl.customized import Phase, phases_of
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.finite_field import P, Q
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.semantics.interpreter import entry_function
+from mirage_xdsl.verify.finite_field import P, Q
 
 GROUPS = ("input", "exp", "sqrt")
 Vec = tuple[int, int, int]

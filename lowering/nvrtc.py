@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 
 DEFAULT_ARCH = "sm_90"
 

@@ -10,7 +10,7 @@ block sees. ``block.input`` cuts a device tensor into exactly these tiles,
 stitches tiles back by ``omap``. Tile-level ops use negative axes, so the same
 implementation serves kernel, block and thread levels.
 
-All arithmetic goes through a :class:`~mirage_xdsl.domain.Domain`, so the float
+All arithmetic goes through a :class:`~mirage_xdsl.semantics.domain.Domain`, so the float
 reference and the finite-field fingerprints share this one walker.
 """
 
@@ -36,7 +36,7 @@ from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.domain import Domain, FloatDomain
+from mirage_xdsl.semantics.domain import Domain, FloatDomain
 
 BLOCK_AXES = 4
 """Leading axes of a block-level value: grid x, y, z and the for-loop iteration."""

@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import block
-from mirage_xdsl.interpreter import entry_function
+from mirage_xdsl.semantics.interpreter import entry_function
 
 EXP = -1
 """The source marker of a value that depends on an exp result."""

@@ -6,7 +6,7 @@ built from ``add``, ``mul``, ``div``, ``exp``, ``sqrt``, ``silu`` and
 ``sum(k, x)`` ("x added up over k elements"): a matmul ``A·B`` with contraction
 length 64 is ``sum(64, mul(A, B))``, wherever its tiles come from. A candidate
 prefix survives only if each of its tensors' terms is a subexpression of the
-target's under the axioms (``mirage_xdsl.subexpr_oracle``).
+target's under the axioms (``mirage_xdsl.search.pruning.subexpr_oracle``).
 
 This module defines the terms (:class:`Expr`), the table that gives each op
 ``KIND`` its term from its operands' terms and shapes (:func:`op_expr`), and the
@@ -435,7 +435,7 @@ def _op_attrs(op: Operation, phases: Mapping[SSAValue, Any] | None) -> dict:
     if "dim" in op.properties:
         attrs["dim"] = op.dim.value.data  # type: ignore[attr-defined]
     if op.name == "block.forloop_accum":
-        from mirage_xdsl.customized import Phase
+        from mirage_xdsl.dialects.block_structure import Phase
 
         parent = op.parent_op()
         attrs["reduction"] = op.reduction  # type: ignore[attr-defined]
@@ -456,7 +456,7 @@ def _label_ops(
     for op in ops:
         ins = [env[v] for v in op.operands]
         if op.name == "kernel.customized":
-            from mirage_xdsl.customized import phases_of
+            from mirage_xdsl.dialects.block_structure import phases_of
 
             body = op.regions[0].block
             env.update(zip(body.args, ins, strict=True))
@@ -556,12 +556,3 @@ class _Parser:
             self.expect(")")
             return Expr(name, args)
         return var(name)
-
-
-def __getattr__(name: str) -> Any:
-    # The oracle lives in its own module; it is importable from here too.
-    if name == "SubexprOracle":
-        from mirage_xdsl.subexpr_oracle import SubexprOracle
-
-        return SubexprOracle
-    raise AttributeError(name)

@@ -1,8 +1,8 @@
 """The pruning oracle: is a term a subexpression of a target under the axioms?
 
 Queries go, in order, to a cache keyed by the term's normal form, to the
-normal-form decision procedure (:mod:`mirage_xdsl.normal_form`), and only if
-that cannot decide, to z3 (:mod:`mirage_xdsl.axioms`) with a timeout. Whatever
+normal-form decision procedure (:mod:`mirage_xdsl.search.pruning.normal_form`), and only if
+that cannot decide, to z3 (:mod:`mirage_xdsl.search.pruning.axioms`) with a timeout. Whatever
 stays undecided counts as a subexpression: pruning must never drop a correct
 candidate, so the oracle errs only towards keeping.
 
@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mirage_xdsl import normal_form as nf
-from mirage_xdsl.abstract_expr import Expr, _boundaries, pieces, slice_expr
+from mirage_xdsl.search.pruning import normal_form as nf
+from mirage_xdsl.search.pruning.abstract_expr import (
+    Expr,
+    _boundaries,
+    pieces,
+    slice_expr,
+)
 
 
 @dataclass
@@ -76,7 +81,7 @@ class SubexprOracle:
         """z3's answer for one non-piecewise term (None: not proved in time)."""
         import time
 
-        from mirage_xdsl.axioms import Z3Axioms
+        from mirage_xdsl.search.pruning.axioms import Z3Axioms
 
         if self._z3 is None:
             self._z3 = Z3Axioms(self.z3_timeout_ms)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.residue_arith import (
+from mirage_xdsl.verify.residue_arith import (
     EXP_LOW_BITS,
     LIMB,
     check_sum_terms,

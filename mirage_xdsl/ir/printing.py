@@ -5,7 +5,7 @@ from io import StringIO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.targets.mlir import MLIRTarget
 
-from mirage_xdsl.context import make_context
+from mirage_xdsl.ir.context import make_context
 
 
 def module_text(module: ModuleOp) -> str:

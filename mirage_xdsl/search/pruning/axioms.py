@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import z3
 
-from mirage_xdsl.abstract_expr import Expr
+from mirage_xdsl.search.pruning.abstract_expr import Expr
 
 
 def prime_factors(k: int) -> list[int]:

@@ -10,7 +10,7 @@ save tiles with random omaps.
 The generator builds valid graphs by construction, not by rejection: it only
 picks operands whose shapes, element types and for-loop phases fit the op, and
 only partition maps that divide. Every generated module passes
-:func:`mirage_xdsl.diagnostics.verify`; the tests check that on thousands of
+:func:`mirage_xdsl.ir.diagnostics.verify`; the tests check that on thousands of
 seeds.
 
 The generated programs are also numerically tame. Each value carries an
@@ -32,11 +32,15 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 
-from mirage_xdsl import shapes, workloads
-from mirage_xdsl.customized import H100_SHARED_MEMORY_BYTES, Phase, tile_bytes
-from mirage_xdsl.dialects import block, kernel, thread
+from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.graph import float16
+from mirage_xdsl.dialects.block_structure import (
+    H100_SHARED_MEMORY_BYTES,
+    Phase,
+    tile_bytes,
+)
+from mirage_xdsl.ir.builder import float16
+from mirage_xdsl.semantics import inputs
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.0
 """Inputs the value intervals assume (see :func:`random_inputs`)."""
@@ -626,7 +630,7 @@ def random_module(
 
 def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
     """fp16 inputs in ``[INPUT_LOW, INPUT_HIGH]``, where the value ranges hold."""
-    return workloads.random_inputs(module, seed, INPUT_LOW, INPUT_HIGH)
+    return inputs.random_inputs(module, seed, INPUT_LOW, INPUT_HIGH)
 
 
 __all__ = [

@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from mirage_xdsl.residue_arith import EXP_LOW_BITS, NUMPY, keyed_hash, mulmod, pool
+from mirage_xdsl.verify.residue_arith import (
+    EXP_LOW_BITS,
+    NUMPY,
+    keyed_hash,
+    mulmod,
+    pool,
+)
 
 P = 67108187
 """The large prime: 2q + 1, just below 2^26."""

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 from enum import Enum
 
+from mirage_xdsl.dialects import shapes
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from mirage_xdsl import shapes
-from mirage_xdsl.diagnostics import OpVerifyError
+
+class OpVerifyError(VerifyException):
+    """A verifier finding about another op than the one being verified.
+
+    Whole-graph checks run in the enclosing op's verifier (a block graph is
+    checked by its ``kernel.customized``) but the fault is often one inner
+    op; :func:`verify` reports the error at ``op``'s location.
+    """
+
+    def __init__(self, op: Operation, message: str):
+        super().__init__(message)
+        self.op = op
+
 
 H100_SHARED_MEMORY_BYTES = 227 * 1024
 """Shared memory one H100 thread block may use (opt-in maximum)."""

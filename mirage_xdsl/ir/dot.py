@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
-from mirage_xdsl.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError
 
 FORMATS = ("dot", "svg", "png")
 

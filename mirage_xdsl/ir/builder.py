@@ -1,0 +1,219 @@
+"""The Python builder: µGraphs built op by op, close to the original project's API.
+
+::
+
+    import mirage_xdsl as mi
+    g = mi.new_kernel_graph()
+    Q = g.new_input(dims=(2, 256, 64), dtype=mi.float16)
+    K = g.new_input(dims=(2, 64, 4096), dtype=mi.float16)
+    V = g.new_input(dims=(2, 4096, 64), dtype=mi.float16)
+    A = g.matmul(Q, K)
+    E = g.exp(A)
+    S = g.reduction(E, 2)
+    O = g.matmul(g.div(E, S), V)
+    g.mark_output(O)
+    module = g.module()          # an xDSL ModuleOp holding func.func @main
+
+Block graphs for ``kernel.customized`` are built the same way with
+:func:`new_threadblock_graph` and attached with :meth:`KernelGraph.customized`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from mirage_xdsl.dialects import block, kernel, shapes
+from mirage_xdsl.dialects import tensor_ops as t
+
+float16: Attribute = Float16Type()
+bfloat16: Attribute = BFloat16Type()
+float32: Attribute = Float32Type()
+
+
+class _Builder:
+    """Shared by the kernel and block builders: append ops to one block."""
+
+    level: type
+
+    def __init__(self) -> None:
+        self.block = Block()
+
+    def _add(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    def _op(self, kind: str) -> type:
+        return getattr(self.level, kind)
+
+    def matmul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(self._op("MatmulOp")(a, b))
+
+    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(self._op("AddOp")(a, b))
+
+    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(self._op("MulOp")(a, b))
+
+    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(self._op("DivOp")(a, b))
+
+    def exp(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("ExpOp")(a))
+
+    def silu(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("SiluOp")(a))
+
+    def sqrt(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("SqrtOp")(a))
+
+    def square(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("SquareOp")(a))
+
+    def rms_norm(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("RmsNormOp")(a))
+
+    def reduction(self, a: SSAValue, dim: int) -> SSAValue:
+        """Sum over ``dim``, keeping it with size 1."""
+        return self._add(self._op("ReduceSumOp")(a, dim))
+
+    reduce_sum = reduction
+
+
+class KernelGraph(_Builder):
+    """Builds a kernel-level program: one ``func.func`` of device tensors."""
+
+    level = kernel
+
+    def __init__(self, name: str = "main") -> None:
+        super().__init__()
+        self.name = name
+        self.outputs: list[SSAValue] = []
+
+    def new_input(self, dims: Sequence[int], dtype: Attribute = float16) -> SSAValue:
+        return self.block.insert_arg(
+            TensorType(dtype, list(dims)), len(self.block.args)
+        )
+
+    def mark_output(self, value: SSAValue) -> None:
+        self.outputs.append(value)
+
+    def customized(
+        self, inputs: Sequence[SSAValue], graph: BlockGraph
+    ) -> list[SSAValue]:
+        """Add a graph-defined kernel; returns its outputs in ``new_output`` order."""
+        missing = [v for v in graph.sources if v not in inputs]
+        if missing:
+            raise ValueError("block graph reads a tensor not passed to customized()")
+        body, operands = graph.finish()
+        op = kernel.CustomizedOp(
+            operands,
+            graph.output_types(),
+            body,
+            grid=graph.grid_dims,
+            block=graph.block_dims,
+            forloop_range=graph.forloop_range,
+        )
+        self.block.add_op(op)
+        return list(op.results)
+
+    def function(self) -> func.FuncOp:
+        self.block.add_op(func.ReturnOp(*self.outputs))
+        inputs = [a.type for a in self.block.args]
+        outputs = [v.type for v in self.outputs]
+        return func.FuncOp(self.name, (inputs, outputs), Region(self.block))
+
+    def module(self) -> ModuleOp:
+        """The finished program; the graph must not be used afterwards."""
+        module = ModuleOp([self.function()])
+        module.verify()
+        return module
+
+
+class BlockGraph(_Builder):
+    """Builds the block graph of one ``kernel.customized`` op."""
+
+    level = block
+
+    def __init__(
+        self,
+        grid_dims: Sequence[int],
+        block_dims: Sequence[int] = (128, 1, 1),
+        forloop_range: int = 1,
+    ) -> None:
+        super().__init__()
+        self.grid_dims = tuple(grid_dims) + (1,) * (3 - len(grid_dims))
+        self.block_dims = tuple(block_dims) + (1,) * (3 - len(block_dims))
+        self.forloop_range = forloop_range
+        self.sources: list[SSAValue] = []
+        self._outputs: list[tuple[SSAValue, tuple[int, ...]]] = []
+
+    def new_input(
+        self, dtensor: SSAValue, input_map: Sequence[int], forloop_dim: int = -1
+    ) -> SSAValue:
+        if dtensor not in self.sources:
+            self.sources.append(dtensor)
+            self.block.insert_arg(dtensor.type, len(self.block.args))
+        arg = self.block.args[self.sources.index(dtensor)]
+        shape = shapes.tile_shape(
+            t.tensor_shape(dtensor),
+            input_map,
+            forloop_dim,
+            self.grid_dims,
+            self.forloop_range,
+        )
+        tile = t.result_type_like(dtensor, shape)
+        return self._add(block.InputOp(arg, input_map, forloop_dim, tile))
+
+    def forloop_accum(self, value: SSAValue, reduce: str = "none") -> SSAValue:
+        return self._add(block.ForloopAccumOp(value, reduce))
+
+    def concat(self, a: SSAValue, b: SSAValue, dim: int) -> SSAValue:
+        return self._add(block.ConcatOp(a, b, dim))
+
+    def new_output(self, stensor: SSAValue, output_map: Sequence[int]) -> None:
+        self.block.add_op(block.OutputOp(stensor, output_map))
+        self._outputs.append((stensor, tuple(output_map)))
+
+    def output_types(self) -> list[TensorType]:
+        return [
+            t.result_type_like(
+                v, shapes.stitched_shape(t.tensor_shape(v), omap, self.grid_dims)
+            )
+            for v, omap in self._outputs
+        ]
+
+    def finish(self) -> tuple[Region, list[SSAValue]]:
+        return Region(self.block), list(self.sources)
+
+
+def new_kernel_graph(name: str = "main") -> KernelGraph:
+    return KernelGraph(name)
+
+
+def new_threadblock_graph(
+    grid_dims: Sequence[int],
+    block_dims: Sequence[int] = (128, 1, 1),
+    forloop_range: int = 1,
+) -> BlockGraph:
+    return BlockGraph(grid_dims, block_dims, forloop_range)
+
+
+__all__ = [
+    "BlockGraph",
+    "KernelGraph",
+    "bfloat16",
+    "float16",
+    "float32",
+    "new_kernel_graph",
+    "new_threadblock_graph",
+]
