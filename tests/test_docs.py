@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -216,3 +217,37 @@ def test_doc_example(example: Example) -> None:
     if reasons:
         pytest.skip(f"{example.id}: " + "; ".join(reasons))
     run_example(example)
+
+
+# --- the README's first command ------------------------------------------------
+
+
+def readme_first_command() -> str:
+    """The first shell block of the README: install, then the main job."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"^```sh\n(?P<body>.*?)^```", text, re.M | re.S)
+    assert m, "README.md has no sh block"
+    return m["body"].strip()
+
+
+def test_readme_first_command_superoptimizes_and_verifies(tmp_path: Path) -> None:
+    """Everything after the install, run in a scratch copy of the examples:
+    the search completes, prints its summary and the found µGraph, and the
+    verifier accepts it."""
+    command = readme_first_command()
+    install, _, job = command.partition(" && ")
+    assert install.startswith("python3 -m pip install -e .")
+    assert "--superoptimize" in job
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", job],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"superoptimize @\w+: .* explored", done.stderr), done.stderr
+    assert "kernel.customized" in done.stdout
+    assert "verdict: equivalent" in done.stdout
