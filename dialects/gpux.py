@@ -26,8 +26,10 @@ registers), a B fragment ``vector<4xf16>`` and an accumulator
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from enum import auto
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
@@ -124,24 +126,34 @@ class SharedAllocOp(IRDLOperation):
             raise VerifyException(f"'{self.name}' offset must be 16-byte aligned")
 
 
-@irdl_op_definition
-class CpAsyncOp(IRDLOperation):
-    """Asynchronous copy of ``bytes`` bytes from global to shared memory."""
+def _copy_format(size: str) -> str:
+    """The assembly format of a copy whose amount is the property ``size``."""
+    return (
+        f"$dst `[` $dst_indices `]` `,` $src `[` $src_indices `]` `,` ${size} "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
 
-    name = "gpux.cp_async"
+
+class IndexedCopyOperation(IRDLOperation, abc.ABC):
+    """Base of the copies from ``src[src_indices]`` to ``dst[dst_indices]``.
+
+    ``gpux.cp_async`` and ``gpux.copy`` address both memrefs the same way and
+    differ only in how the amount copied is counted (bytes or elements), in its
+    property's name and in what they may copy, so the operands, the constructor
+    and the index checks live here and the assembly format comes from
+    :func:`_copy_format`. A concrete op names its size property in ``SIZE`` and
+    defines it.
+    """
+
+    SIZE: ClassVar[str]
+    """The name of the property that holds the amount copied."""
 
     dst = operand_def(MemRefType)
     dst_indices = var_operand_def(IndexType)
     src = operand_def(MemRefType)
     src_indices = var_operand_def(IndexType)
-    bytes = prop_def(IntegerAttr[I64])
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    assembly_format = (
-        "$dst `[` $dst_indices `]` `,` $src `[` $src_indices `]` `,` $bytes "
-        "attr-dict `:` type($dst) `,` type($src)"
-    )
 
     def __init__(
         self,
@@ -149,16 +161,31 @@ class CpAsyncOp(IRDLOperation):
         dst_indices: Sequence[SSAValue],
         src: SSAValue,
         src_indices: Sequence[SSAValue],
-        nbytes: int,
+        size: int,
     ):
         super().__init__(
             operands=[dst, list(dst_indices), src, list(src_indices)],
-            properties={"bytes": IntegerAttr(nbytes, 64)},
+            properties={self.SIZE: IntegerAttr(size, 64)},
         )
 
     def verify_(self) -> None:
         _check_indices(self, self.dst, self.dst_indices)
         _check_indices(self, self.src, self.src_indices)
+
+
+@irdl_op_definition
+class CpAsyncOp(IndexedCopyOperation):
+    """Asynchronous copy of ``bytes`` bytes from global to shared memory."""
+
+    name = "gpux.cp_async"
+
+    SIZE: ClassVar[str] = "bytes"
+    bytes = prop_def(IntegerAttr[I64])
+
+    assembly_format = _copy_format(SIZE)
+
+    def verify_(self) -> None:
+        super().verify_()
         if not is_shared(self.dst) or is_shared(self.src):
             raise VerifyException(f"'{self.name}' copies from global to shared memory")
         if self.bytes.value.data not in COPY_BYTES:
@@ -192,7 +219,7 @@ class CpAsyncWaitOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CopyOp(IRDLOperation):
+class CopyOp(IndexedCopyOperation):
     """Synchronous copy of ``count`` contiguous elements, converting types.
 
     Lowers to 16-byte vector loads and stores where the count and element
@@ -201,35 +228,13 @@ class CopyOp(IRDLOperation):
 
     name = "gpux.copy"
 
-    dst = operand_def(MemRefType)
-    dst_indices = var_operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_indices = var_operand_def(IndexType)
+    SIZE: ClassVar[str] = "count"
     count = prop_def(IntegerAttr[I64])
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    assembly_format = (
-        "$dst `[` $dst_indices `]` `,` $src `[` $src_indices `]` `,` $count "
-        "attr-dict `:` type($dst) `,` type($src)"
-    )
-
-    def __init__(
-        self,
-        dst: SSAValue,
-        dst_indices: Sequence[SSAValue],
-        src: SSAValue,
-        src_indices: Sequence[SSAValue],
-        count: int,
-    ):
-        super().__init__(
-            operands=[dst, list(dst_indices), src, list(src_indices)],
-            properties={"count": IntegerAttr(count, 64)},
-        )
+    assembly_format = _copy_format(SIZE)
 
     def verify_(self) -> None:
-        _check_indices(self, self.dst, self.dst_indices)
-        _check_indices(self, self.src, self.src_indices)
+        super().verify_()
         if self.count.value.data not in (1, 2, 4, 8):
             raise VerifyException(f"'{self.name}' copies 1, 2, 4 or 8 elements")
 

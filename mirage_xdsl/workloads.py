@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 from mirage_xdsl.ir.builder import (
+    BlockGraph,
     KernelGraph,
     float16,
     new_kernel_graph,
@@ -88,75 +90,133 @@ def ref_norm_transformer(x, h, alpha):
 # --- kernel-level programs ---------------------------------------------------
 
 
-def _attention(g: KernelGraph, q, k, v):
+def _dims(scale: int) -> tuple[int, int]:
+    """The benchmarks' small and large dims (256 and 4096) divided by ``scale``.
+
+    Queries and LoRA's input width are small; keys, hidden and output widths
+    large. Hand-written µGraphs size their grids from the same numbers.
+    """
+    return 256 // scale, 4096 // scale
+
+
+def _input_shapes(workload: str, batch: int, scale: int) -> list[tuple[int, ...]]:
+    """The f16 input shapes of ``workload``, in argument order.
+
+    Every program of a workload (the original, the hand-written µGraphs and
+    the algebraic rewrites) declares its inputs from here, so they cannot
+    disagree about what they are given.
+    """
+    small, large = _dims(scale)
+    match workload:
+        case "gqa" | "qknorm_gqa":
+            queries, keys = small, large
+            q = (batch, 2, queries, 64)
+            return [q, (batch, 2, 64, keys), (batch, 2, keys, 64)]
+        case "rmsnorm_linear":
+            return [(2 * batch, large), (large, large)]
+        case "lora":
+            d_in, d_out, rank = small, large, 16
+            return [(batch, d_in), (d_in, d_out), (d_in, rank), (rank, d_out)]
+        case "gated_mlp":
+            return [(batch, large), (large, large), (large, large)]
+        case "norm_transformer":
+            return [(batch, large)] * 3
+        case _:
+            raise KeyError(workload)
+
+
+def _program(
+    workload: str, batch: int, scale: int
+) -> tuple[KernelGraph, list[SSAValue]]:
+    """A kernel graph for a program of ``workload``: named after it, inputs declared."""
+    g = new_kernel_graph(workload)
+    return g, [g.new_input(s, float16) for s in _input_shapes(workload, batch, scale)]
+
+
+def _finish(g: KernelGraph, *outputs: SSAValue) -> ModuleOp:
+    """The module of ``g`` returning ``outputs``, in order."""
+    for o in outputs:
+        g.mark_output(o)
+    return g.module()
+
+
+def _attention(g: KernelGraph, q: SSAValue, k: SSAValue, v: SSAValue) -> SSAValue:
     e = g.exp(g.matmul(q, k))
     return g.matmul(g.div(e, g.reduction(e, 3)), v)
 
 
-def _gqa_inputs(g: KernelGraph, batch: int, scale: int):
-    queries, keys = 256 // scale, 4096 // scale
-    q = g.new_input((batch, 2, queries, 64), float16)
-    k = g.new_input((batch, 2, 64, keys), float16)
-    v = g.new_input((batch, 2, keys, 64), float16)
-    return q, k, v
-
-
 def build_gqa(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
-    g.mark_output(_attention(g, q, k, v))
-    return g.module()
+    g, (q, k, v) = _program("gqa", batch, scale)
+    return _finish(g, _attention(g, q, k, v))
 
 
 def build_qknorm_gqa(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("qknorm_gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
-    g.mark_output(_attention(g, g.rms_norm(q), k, g.rms_norm(v)))
-    return g.module()
+    g, (q, k, v) = _program("qknorm_gqa", batch, scale)
+    return _finish(g, _attention(g, g.rms_norm(q), k, g.rms_norm(v)))
 
 
 def build_rmsnorm_linear(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("rmsnorm_linear")
-    d = 4096 // scale
-    x = g.new_input((2 * batch, d), float16)
-    w = g.new_input((d, d), float16)
-    g.mark_output(g.matmul(g.rms_norm(x), w))
-    return g.module()
+    g, (x, w) = _program("rmsnorm_linear", batch, scale)
+    return _finish(g, g.matmul(g.rms_norm(x), w))
 
 
 def build_lora(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("lora")
-    d_in, d_out, rank = 256 // scale, 4096 // scale, 16
-    x = g.new_input((batch, d_in), float16)
-    w = g.new_input((d_in, d_out), float16)
-    a = g.new_input((d_in, rank), float16)
-    b = g.new_input((rank, d_out), float16)
-    g.mark_output(g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), b)))
-    return g.module()
+    g, (x, w, a, b) = _program("lora", batch, scale)
+    return _finish(g, g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), b)))
 
 
 def build_gated_mlp(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("gated_mlp")
-    d = 4096 // scale
-    x = g.new_input((batch, d), float16)
-    a = g.new_input((d, d), float16)
-    b = g.new_input((d, d), float16)
-    g.mark_output(g.mul(g.silu(g.matmul(x, a)), g.matmul(x, b)))
-    return g.module()
+    g, (x, a, b) = _program("gated_mlp", batch, scale)
+    return _finish(g, g.mul(g.silu(g.matmul(x, a)), g.matmul(x, b)))
 
 
 def build_norm_transformer(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("norm_transformer")
-    d = 4096 // scale
-    x = g.new_input((batch, d), float16)
-    h = g.new_input((batch, d), float16)
-    alpha = g.new_input((batch, d), float16)
-    g.mark_output(g.add(g.rms_norm(h), x))
-    g.mark_output(g.rms_norm(g.add(x, g.mul(alpha, x))))
-    return g.module()
+    g, (x, h, alpha) = _program("norm_transformer", batch, scale)
+    return _finish(g, g.add(g.rms_norm(h), x), g.rms_norm(g.add(x, g.mul(alpha, x))))
 
 
 # --- hand-written µGraphs ----------------------------------------------------
+
+
+def _div_down(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` not above ``at_most`` (tiles must divide)."""
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def _attention_sums(
+    bg: BlockGraph, q: SSAValue, k: SSAValue, v: SSAValue
+) -> tuple[SSAValue, SSAValue]:
+    """The for-loop sums of exp(QK)·V and of the rows of exp(QK).
+
+    Softmax's division commutes with the matmul by V, so a block accumulates
+    both sums and divides once, after its loop or in a combining kernel.
+    """
+    e = bg.exp(bg.matmul(q, k))
+    return bg.forloop_accum(bg.matmul(e, v)), bg.forloop_accum(bg.reduction(e, 3))
+
+
+def _splitk_products(
+    g: KernelGraph,
+    x: SSAValue,
+    weights: list[SSAValue],
+    blocks: int,
+    splits: int,
+    depth: int,
+) -> list[SSAValue]:
+    """Kernel 1 of a split-K matmul: the partial products X·W of each weight.
+
+    Block (column slice, split) accumulates its share of the reduction dim
+    (of size ``depth``); the partials of the splits are stacked along the rows,
+    for a second kernel to sum.
+    """
+    bg = new_threadblock_graph(
+        (blocks, splits, 1), forloop_range=_div_down(depth // splits, 16)
+    )
+    bx = bg.new_input(x, (-1, 1, -1), 1)
+    for w in weights:
+        acc = bg.forloop_accum(bg.matmul(bx, bg.new_input(w, (1, 0, -1), 0)))
+        bg.new_output(acc, (1, 0, -1))
+    return g.customized([x, *weights], bg)
 
 
 def build_gqa_flashdecoding(
@@ -169,28 +229,21 @@ def build_gqa_flashdecoding(
     partial results side by side along the last dim. Kernel 2 loops over the
     splits, sums the partials and divides.
     """
-    g = new_kernel_graph("gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
-    grid = (2, splits, batch)
-    bg = new_threadblock_graph(grid, (128, 1, 1), forloop)
+    g, (q, k, v) = _program("gqa", batch, scale)
+    bg = new_threadblock_graph((2, splits, batch), forloop_range=forloop)
     bq = bg.new_input(q, (1, -1, 0), -1)
     bk = bg.new_input(k, (1, 3, 0), 3)
     bv = bg.new_input(v, (1, 2, 0), 2)
-    e = bg.exp(bg.matmul(bq, bk))
-    acc_o = bg.forloop_accum(bg.matmul(e, bv))
-    acc_s = bg.forloop_accum(bg.reduction(e, 3))
+    acc_o, acc_s = _attention_sums(bg, bq, bk, bv)
     bg.new_output(acc_o, (1, 3, 0))
     bg.new_output(acc_s, (1, 3, 0))
     partial_o, partial_s = g.customized([q, k, v], bg)
 
-    cg = new_threadblock_graph((2, 4, batch), (128, 1, 1), splits)
+    cg = new_threadblock_graph((2, 4, batch), forloop_range=splits)
     po = cg.new_input(partial_o, (1, 2, 0), 3)
     ps = cg.new_input(partial_s, (1, 2, 0), 3)
-    out = cg.div(cg.forloop_accum(po), cg.forloop_accum(ps))
-    cg.new_output(out, (1, 2, 0))
-    (o,) = g.customized([partial_o, partial_s], cg)
-    g.mark_output(o)
-    return g.module()
+    cg.new_output(cg.div(cg.forloop_accum(po), cg.forloop_accum(ps)), (1, 2, 0))
+    return _finish(g, *g.customized([partial_o, partial_s], cg))
 
 
 def build_rmsnorm_linear_fused(
@@ -201,24 +254,36 @@ def build_rmsnorm_linear_fused(
     Each block owns a slice of W's columns and loops over the reduction dim,
     accumulating X·W and the RMS of X's rows at once; one division at the end.
     """
-    g = new_kernel_graph("rmsnorm_linear")
-    d = 4096 // scale
-    x = g.new_input((2 * batch, d), float16)
-    w = g.new_input((d, d), float16)
-    bg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), forloop)
+    g, (x, w) = _program("rmsnorm_linear", batch, scale)
+    bg = new_threadblock_graph((blocks, 1, 1), forloop_range=forloop)
     bx = bg.new_input(x, (-1, -1, -1), 1)
     bw = bg.new_input(w, (1, -1, -1), 0)
     acc = bg.forloop_accum(bg.matmul(bx, bw))
     norm = bg.forloop_accum(bx, "rms")
     bg.new_output(bg.div(acc, norm), (1, -1, -1))
-    (o,) = g.customized([x, w], bg)
-    g.mark_output(o)
-    return g.module()
+    return _finish(g, *g.customized([x, w], bg))
 
 
-def _div_down(n: int, at_most: int) -> int:
-    """The largest divisor of ``n`` not above ``at_most`` (tiles must divide)."""
-    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+def _unchanged(value: SSAValue) -> SSAValue:
+    return value
+
+
+def _gqa_one_kernel(batch: int, scale: int, qknorm: bool) -> ModuleOp:
+    """GQA (with ``qknorm``, QK-norm GQA) as one kernel.
+
+    Each block owns a slice of queries of one head and loops over *all* keys;
+    with ``qknorm`` its Q rows are normalised once and each V tile as it is
+    loaded.
+    """
+    g, (q, k, v) = _program("qknorm_gqa" if qknorm else "gqa", batch, scale)
+    queries, _ = _dims(scale)
+    bg = new_threadblock_graph((2, _div_down(queries, 4), batch), forloop_range=16)
+    norm = bg.rms_norm if qknorm else _unchanged
+    bq = norm(bg.new_input(q, (1, 2, 0), -1))
+    bk = bg.new_input(k, (1, -1, 0), 3)
+    bv = norm(bg.new_input(v, (1, -1, 0), 2))
+    bg.new_output(bg.div(*_attention_sums(bg, bq, bk, bv)), (1, 2, 0))
+    return _finish(g, *g.customized([q, k, v], bg))
 
 
 def build_gqa_single_kernel(batch: int, scale: int = 1) -> ModuleOp:
@@ -226,43 +291,14 @@ def build_gqa_single_kernel(batch: int, scale: int = 1) -> ModuleOp:
     loops over *all* keys, accumulating exp(QK)V and the row sums of exp(QK);
     one division after the loop (softmax normalisation moved past the matmul).
     """
-    g = new_kernel_graph("gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
-    queries, keys = 256 // scale, 4096 // scale
-    bg = new_threadblock_graph((2, _div_down(queries, 4), batch), (128, 1, 1), 16)
-    bq = bg.new_input(q, (1, 2, 0), -1)
-    bk = bg.new_input(k, (1, -1, 0), 3)
-    bv = bg.new_input(v, (1, -1, 0), 2)
-    assert keys % 16 == 0
-    e = bg.exp(bg.matmul(bq, bk))
-    out = bg.div(
-        bg.forloop_accum(bg.matmul(e, bv)), bg.forloop_accum(bg.reduction(e, 3))
-    )
-    bg.new_output(out, (1, 2, 0))
-    (o,) = g.customized([q, k, v], bg)
-    g.mark_output(o)
-    return g.module()
+    return _gqa_one_kernel(batch, scale, qknorm=False)
 
 
 def build_qknorm_gqa_fused(batch: int, scale: int = 1) -> ModuleOp:
     """QK-norm GQA as one kernel: Q rows are normalised once per block, each
     V tile is normalised as it is loaded, then as :func:`build_gqa_single_kernel`.
     """
-    g = new_kernel_graph("qknorm_gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
-    queries = 256 // scale
-    bg = new_threadblock_graph((2, _div_down(queries, 4), batch), (128, 1, 1), 16)
-    bq = bg.rms_norm(bg.new_input(q, (1, 2, 0), -1))
-    bk = bg.new_input(k, (1, -1, 0), 3)
-    bv = bg.rms_norm(bg.new_input(v, (1, -1, 0), 2))
-    e = bg.exp(bg.matmul(bq, bk))
-    out = bg.div(
-        bg.forloop_accum(bg.matmul(e, bv)), bg.forloop_accum(bg.reduction(e, 3))
-    )
-    bg.new_output(out, (1, 2, 0))
-    (o,) = g.customized([q, k, v], bg)
-    g.mark_output(o)
-    return g.module()
+    return _gqa_one_kernel(batch, scale, qknorm=True)
 
 
 def build_rmsnorm_linear_splitk(
@@ -275,36 +311,18 @@ def build_rmsnorm_linear_splitk(
     splits summing the partials, accumulates the RMS of X alongside, and
     divides once.
     """
-    g = new_kernel_graph("rmsnorm_linear")
-    d = 4096 // scale
-    x = g.new_input((2 * batch, d), float16)
-    w = g.new_input((d, d), float16)
+    g, (x, w) = _program("rmsnorm_linear", batch, scale)
+    _, d = _dims(scale)
     blocks = _div_down(d, blocks)
-    forloop = _div_down(d // splits, 16)
-    bg = new_threadblock_graph((blocks, splits, 1), (128, 1, 1), forloop)
-    bx = bg.new_input(x, (-1, 1, -1), 1)
-    bw = bg.new_input(w, (1, 0, -1), 0)
-    bg.new_output(bg.forloop_accum(bg.matmul(bx, bw)), (1, 0, -1))
-    (partial,) = g.customized([x, w], bg)
+    (partial,) = _splitk_products(g, x, [w], blocks, splits, d)
 
-    cg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), splits)
+    cg = new_threadblock_graph((blocks, 1, 1), forloop_range=splits)
     bp = cg.new_input(partial, (1, -1, -1), 0)
     cx = cg.new_input(x, (-1, -1, -1), 1)
     cg.new_output(
         cg.div(cg.forloop_accum(bp), cg.forloop_accum(cx, "rms")), (1, -1, -1)
     )
-    (o,) = g.customized([partial, x], cg)
-    g.mark_output(o)
-    return g.module()
-
-
-def _lora_inputs(g: KernelGraph, batch: int, scale: int):
-    d_in, d_out, rank = 256 // scale, 4096 // scale, 16
-    x = g.new_input((batch, d_in), float16)
-    w = g.new_input((d_in, d_out), float16)
-    a = g.new_input((d_in, rank), float16)
-    b = g.new_input((rank, d_out), float16)
-    return x, w, a, b
+    return _finish(g, *g.customized([partial, x], cg))
 
 
 def build_lora_fused(batch: int, scale: int = 1, blocks: int = 64) -> ModuleOp:
@@ -314,10 +332,9 @@ def build_lora_fused(batch: int, scale: int = 1, blocks: int = 64) -> ModuleOp:
     matmul over the concatenated contraction dim gives X·W + (X·A)·B for its
     slice of columns.
     """
-    g = new_kernel_graph("lora")
-    x, w, a, b = _lora_inputs(g, batch, scale)
-    blocks = _div_down(4096 // scale, blocks)
-    bg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), 1)
+    g, (x, w, a, b) = _program("lora", batch, scale)
+    _, d_out = _dims(scale)
+    bg = new_threadblock_graph((_div_down(d_out, blocks), 1, 1))
     bx = bg.new_input(x, (-1, -1, -1), -1)
     ba = bg.new_input(a, (-1, -1, -1), -1)
     bw = bg.new_input(w, (1, -1, -1), -1)
@@ -325,9 +342,7 @@ def build_lora_fused(batch: int, scale: int = 1, blocks: int = 64) -> ModuleOp:
     lhs = bg.concat(bx, bg.matmul(bx, ba), 1)
     rhs = bg.concat(bw, bb, 0)
     bg.new_output(bg.matmul(lhs, rhs), (1, -1, -1))
-    (o,) = g.customized([x, w, a, b], bg)
-    g.mark_output(o)
-    return g.module()
+    return _finish(g, *g.customized([x, w, a, b], bg))
 
 
 def build_lora_concat(
@@ -335,33 +350,21 @@ def build_lora_concat(
 ) -> ModuleOp:
     """LoRA in two kernels: X·A first, then one for-loop over the concatenated
     contraction dim; each iteration pairs a slice of X with a slice of X·A."""
-    g = new_kernel_graph("lora")
-    x, w, a, b = _lora_inputs(g, batch, scale)
-    ag = new_threadblock_graph((1, 1, 1), (128, 1, 1), 1)
+    g, (x, w, a, b) = _program("lora", batch, scale)
+    ag = new_threadblock_graph((1, 1, 1))
     ag.new_output(
         ag.matmul(ag.new_input(x, (-1, -1, -1)), ag.new_input(a, (-1, -1, -1))),
         (-1, -1, -1),
     )
     (xa,) = g.customized([x, a], ag)
-    blocks = _div_down(4096 // scale, blocks)
-    bg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), forloop)
+    _, d_out = _dims(scale)
+    bg = new_threadblock_graph((_div_down(d_out, blocks), 1, 1), forloop_range=forloop)
     lhs = bg.concat(
         bg.new_input(x, (-1, -1, -1), 1), bg.new_input(xa, (-1, -1, -1), 1), 1
     )
     rhs = bg.concat(bg.new_input(w, (1, -1, -1), 0), bg.new_input(b, (1, -1, -1), 0), 0)
     bg.new_output(bg.forloop_accum(bg.matmul(lhs, rhs)), (1, -1, -1))
-    (o,) = g.customized([x, xa, w, b], bg)
-    g.mark_output(o)
-    return g.module()
-
-
-def _gated_inputs(g: KernelGraph, batch: int, scale: int):
-    d = 4096 // scale
-    return (
-        g.new_input((batch, d), float16),
-        g.new_input((d, d), float16),
-        g.new_input((d, d), float16),
-    )
+    return _finish(g, *g.customized([x, xa, w, b], bg))
 
 
 def build_gated_mlp_fused(
@@ -369,18 +372,16 @@ def build_gated_mlp_fused(
 ) -> ModuleOp:
     """Gated MLP as one kernel: both matmuls accumulate over one for-loop over
     the reduction dim; silu and the gating product run once after the loop."""
-    g = new_kernel_graph("gated_mlp")
-    x, a, b = _gated_inputs(g, batch, scale)
-    d = 4096 // scale
-    blocks, forloop = _div_down(d, blocks), _div_down(d, forloop)
-    bg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), forloop)
+    g, (x, a, b) = _program("gated_mlp", batch, scale)
+    _, d = _dims(scale)
+    bg = new_threadblock_graph(
+        (_div_down(d, blocks), 1, 1), forloop_range=_div_down(d, forloop)
+    )
     bx = bg.new_input(x, (-1, -1, -1), 1)
     gate = bg.forloop_accum(bg.matmul(bx, bg.new_input(a, (1, -1, -1), 0)))
     up = bg.forloop_accum(bg.matmul(bx, bg.new_input(b, (1, -1, -1), 0)))
     bg.new_output(bg.mul(bg.silu(gate), up), (1, -1, -1))
-    (o,) = g.customized([x, a, b], bg)
-    g.mark_output(o)
-    return g.module()
+    return _finish(g, *g.customized([x, a, b], bg))
 
 
 def build_gated_mlp_splitk(
@@ -389,42 +390,28 @@ def build_gated_mlp_splitk(
     """Gated MLP split-K: kernel 1 accumulates both partial products per
     (column slice, split), stacked along the rows; kernel 2 sums the splits and
     applies silu and the gate."""
-    g = new_kernel_graph("gated_mlp")
-    x, a, b = _gated_inputs(g, batch, scale)
-    d = 4096 // scale
+    g, (x, a, b) = _program("gated_mlp", batch, scale)
+    _, d = _dims(scale)
     blocks = _div_down(d, blocks)
-    forloop = _div_down(d // splits, 16)
-    bg = new_threadblock_graph((blocks, splits, 1), (128, 1, 1), forloop)
-    bx = bg.new_input(x, (-1, 1, -1), 1)
-    for weight in (a, b):
-        acc = bg.forloop_accum(bg.matmul(bx, bg.new_input(weight, (1, 0, -1), 0)))
-        bg.new_output(acc, (1, 0, -1))
-    gate, up = g.customized([x, a, b], bg)
+    gate, up = _splitk_products(g, x, [a, b], blocks, splits, d)
 
-    cg = new_threadblock_graph((blocks, 1, 1), (128, 1, 1), splits)
+    cg = new_threadblock_graph((blocks, 1, 1), forloop_range=splits)
     sg = cg.forloop_accum(cg.new_input(gate, (1, -1, -1), 0))
     su = cg.forloop_accum(cg.new_input(up, (1, -1, -1), 0))
     cg.new_output(cg.mul(cg.silu(sg), su), (1, -1, -1))
-    (o,) = g.customized([gate, up], cg)
-    g.mark_output(o)
-    return g.module()
+    return _finish(g, *g.customized([gate, up], cg))
 
 
 def build_norm_transformer_fused(batch: int, scale: int = 1) -> ModuleOp:
     """Both outputs of the norm/residual block in one kernel, one row per block."""
-    g = new_kernel_graph("norm_transformer")
-    d = 4096 // scale
-    x, h, alpha = (g.new_input((batch, d), float16) for _ in range(3))
-    bg = new_threadblock_graph((batch, 1, 1), (128, 1, 1), 1)
+    g, (x, h, alpha) = _program("norm_transformer", batch, scale)
+    bg = new_threadblock_graph((batch, 1, 1))
     bx = bg.new_input(x, (0, -1, -1))
     bh = bg.new_input(h, (0, -1, -1))
     ba = bg.new_input(alpha, (0, -1, -1))
     bg.new_output(bg.add(bg.rms_norm(bh), bx), (0, -1, -1))
     bg.new_output(bg.rms_norm(bg.add(bx, bg.mul(ba, bx))), (0, -1, -1))
-    o1, o2 = g.customized([x, h, alpha], bg)
-    g.mark_output(o1)
-    g.mark_output(o2)
-    return g.module()
+    return _finish(g, *g.customized([x, h, alpha], bg))
 
 
 # --- kernel-level algebraic rewrites -------------------------------------------
@@ -432,53 +419,39 @@ def build_norm_transformer_fused(batch: int, scale: int = 1) -> ModuleOp:
 
 def build_gqa_div_after_matmul(batch: int, scale: int = 1) -> ModuleOp:
     """softmax(QK)·V as (exp(QK)·V) / sum(exp(QK)): normalise after the matmul."""
-    g = new_kernel_graph("gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
+    g, (q, k, v) = _program("gqa", batch, scale)
     e = g.exp(g.matmul(q, k))
-    g.mark_output(g.div(g.matmul(e, v), g.reduction(e, 3)))
-    return g.module()
+    return _finish(g, g.div(g.matmul(e, v), g.reduction(e, 3)))
 
 
 def build_qknorm_gqa_div_after_matmul(batch: int, scale: int = 1) -> ModuleOp:
-    g = new_kernel_graph("qknorm_gqa")
-    q, k, v = _gqa_inputs(g, batch, scale)
+    g, (q, k, v) = _program("qknorm_gqa", batch, scale)
     e = g.exp(g.matmul(g.rms_norm(q), k))
-    g.mark_output(g.div(g.matmul(e, g.rms_norm(v)), g.reduction(e, 3)))
-    return g.module()
+    return _finish(g, g.div(g.matmul(e, g.rms_norm(v)), g.reduction(e, 3)))
 
 
 def build_lora_distributed(batch: int, scale: int = 1) -> ModuleOp:
     """X·W + (X·A)·B as X·(W + A·B)."""
-    g = new_kernel_graph("lora")
-    x, w, a, b = _lora_inputs(g, batch, scale)
-    g.mark_output(g.matmul(x, g.add(w, g.matmul(a, b))))
-    return g.module()
+    g, (x, w, a, b) = _program("lora", batch, scale)
+    return _finish(g, g.matmul(x, g.add(w, g.matmul(a, b))))
 
 
 def build_lora_reassociated(batch: int, scale: int = 1) -> ModuleOp:
     """X·W + X·(A·B): the low-rank product associated the other way."""
-    g = new_kernel_graph("lora")
-    x, w, a, b = _lora_inputs(g, batch, scale)
-    g.mark_output(g.add(g.matmul(x, w), g.matmul(x, g.matmul(a, b))))
-    return g.module()
+    g, (x, w, a, b) = _program("lora", batch, scale)
+    return _finish(g, g.add(g.matmul(x, w), g.matmul(x, g.matmul(a, b))))
 
 
 def build_gated_mlp_commuted(batch: int, scale: int = 1) -> ModuleOp:
     """(X·B) ∘ silu(X·A): the gate product with its factors swapped."""
-    g = new_kernel_graph("gated_mlp")
-    x, a, b = _gated_inputs(g, batch, scale)
-    g.mark_output(g.mul(g.matmul(x, b), g.silu(g.matmul(x, a))))
-    return g.module()
+    g, (x, a, b) = _program("gated_mlp", batch, scale)
+    return _finish(g, g.mul(g.matmul(x, b), g.silu(g.matmul(x, a))))
 
 
 def build_norm_transformer_commuted(batch: int, scale: int = 1) -> ModuleOp:
     """X + RMSNorm(H) and RMSNorm(alpha ∘ X + X)."""
-    g = new_kernel_graph("norm_transformer")
-    d = 4096 // scale
-    x, h, alpha = (g.new_input((batch, d), float16) for _ in range(3))
-    g.mark_output(g.add(x, g.rms_norm(h)))
-    g.mark_output(g.rms_norm(g.add(g.mul(x, alpha), x)))
-    return g.module()
+    g, (x, h, alpha) = _program("norm_transformer", batch, scale)
+    return _finish(g, g.add(x, g.rms_norm(h)), g.rms_norm(g.add(g.mul(x, alpha), x)))
 
 
 WORKLOADS: dict[str, Workload] = {
