@@ -23,9 +23,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from mirage_xdsl.dialects import shapes
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.kernel import CustomizedOp, dense_i64
 from xdsl.dialects.builtin import (
     I64,
     DenseArrayBase,
@@ -47,6 +44,11 @@ from xdsl.irdl import (
 )
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl.dialects import shapes
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import check_isolated
+from mirage_xdsl.dialects.kernel import CustomizedOp, dense_i64
 
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 """How ``block.forloop_accum`` combines iterations:
@@ -318,8 +320,6 @@ class ThreadGraphOp(IRDLOperation):
         return self.body.block
 
     def verify_(self) -> None:
-        from mirage_xdsl.dialects.block_structure import check_isolated
-
         check_isolated(self)
         if [a.type for a in self.entry.args] != [v.type for v in self.inputs]:
             raise VerifyException(

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block_structure import OpVerifyError
 from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i64
 from xdsl.ir import Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
@@ -33,6 +31,9 @@ from xdsl.irdl import (
 )
 from xdsl.traits import NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import OpVerifyError, verify_customized
 
 H100_BLOCK_THREADS = 1024
 
@@ -193,8 +194,6 @@ class CustomizedOp(IRDLOperation):
             raise OpVerifyError(self, f"'{self.name}' forloop range must be >= 1")
 
     def verify_(self) -> None:
-        from mirage_xdsl.dialects.block_structure import verify_customized
-
         self.verify_launch()
         args = self.entry.args
         if [a.type for a in args] != [v.type for v in self.inputs]:

@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 from xdsl.utils.lexer import Input, Location, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
-from mirage_xdsl.dialects.block_structure import OpVerifyError
+from mirage_xdsl.dialects.block_structure import OpVerifyError, defined_inside
 
 
 class MirageError(DiagnosticException):
@@ -391,8 +391,6 @@ def _region_values(region: Region) -> set[SSAValue]:
 
 
 def _scope_error(op: Operation, index: int) -> str:
-    from mirage_xdsl.dialects.block_structure import defined_inside
-
     isolated = op.parent_op()
     while isolated is not None and not isolated.has_trait(IsolatedFromAbove):
         isolated = isolated.parent_op()

@@ -7,11 +7,6 @@
   again from different prefixes.
 - :func:`check_equivalent` runs the probabilistic finite-field verifier
   (:func:`mirage_xdsl.verify.equivalence.equivalent`).
-
-If a service is not installed (a partial checkout), the search still runs but
-says so: without abstract expressions nothing is pruned (sound, slower);
-without the verifier candidates are only compared by floating-point
-evaluation on random inputs.
 """
 
 from __future__ import annotations
@@ -24,17 +19,10 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-try:  # pragma: no cover - depends on which modules are installed
-    from mirage_xdsl.search.pruning import abstract_expr
-    from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
-except ImportError:  # pragma: no cover
-    abstract_expr = None  # type: ignore[assignment]
-
-try:  # pragma: no cover
-    from mirage_xdsl.verify import equivalence as verifier
-except ImportError:  # pragma: no cover
-    verifier = None  # type: ignore[assignment]
-
+from mirage_xdsl.search.pruning import abstract_expr
+from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
+from mirage_xdsl.semantics.interpreter import run
+from mirage_xdsl.verify import equivalence as verifier
 
 Expr = Any
 """An abstract expression (opaque to the search; hashable)."""
@@ -44,14 +32,11 @@ class Pruner:
     """Abstract expressions of tensors and the subexpression test, memoised."""
 
     def __init__(self, function: Any, outputs: Sequence[Any], enabled: bool = True):
-        self.available = abstract_expr is not None
-        self.enabled = enabled and self.available
-        self.exprs: Mapping[Any, Expr] = (
-            abstract_expr.exprs_of_function(function) if self.available else {}
-        )
+        self.enabled = enabled
+        self.exprs: Mapping[Any, Expr] = abstract_expr.exprs_of_function(function)
         targets = [self.exprs.get(v) for v in outputs]
         self.targets = targets
-        self._oracle = SubexprOracle(targets) if self.available else None
+        self._oracle = SubexprOracle(targets)
         self._expr_cache: dict[tuple, Expr] = {}
         self._subexpr_cache: dict[Expr, bool] = {}
         self.queries = 0
@@ -68,8 +53,6 @@ class Pruner:
         operand_shapes: Sequence[tuple[int, ...]],
         attrs: Mapping[str, object],
     ) -> Expr:
-        if not self.available:
-            return None
         key = (kind, tuple(operands), tuple(operand_shapes), tuple(attrs.items()))
         cached = self._expr_cache.get(key)
         if cached is None:
@@ -82,10 +65,7 @@ class Pruner:
     def _each_piece(self, expr: Expr) -> bool:
         """Judge a term with concatenations nested inside piece by piece."""
         try:
-            return all(
-                self._oracle.is_subexpr(p)  # type: ignore[union-attr]
-                for p in flat_pieces(expr)
-            )
+            return all(self._oracle.is_subexpr(p) for p in flat_pieces(expr))
         except ValueError:
             return True  # undecidable here: keep, pruning must stay sound
 
@@ -157,8 +137,6 @@ class Check:
 
 
 def float_outputs(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    from mirage_xdsl.semantics.interpreter import run
-
     return run(module, inputs)
 
 
@@ -177,12 +155,6 @@ def check_equivalent(
     candidate: ModuleOp, program: ModuleOp, trials: int, seed: int = 0
 ) -> Check:
     """The verifier's verdict on a complete candidate."""
-    if verifier is None:  # pragma: no cover
-        from mirage_xdsl.semantics.inputs import random_inputs
-
-        xs = random_inputs(program, seed)
-        same = close(float_outputs(candidate, xs), float_outputs(program, xs))
-        return Check(same, "float", "verifier not installed: float comparison only")
     verdict = verifier.equivalent(candidate, program, trials=trials or None, seed=seed)
     return Check(
         bool(verdict.equivalent),

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from xdsl.dialects import func
@@ -92,7 +92,6 @@ class Report:
     stopped: str = ""
     cached: bool = False
     verifier: str = ""
-    prune_available: bool = True
     measured_by: str = ""
     """What timed the candidates (``gpu:<device>:triton-<version>``), or empty
     when the cost model chose."""
@@ -105,10 +104,9 @@ class Report:
         speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
         status = f", stopped: {self.stopped}" if self.stopped else ""
         cached = " (cached)" if self.cached else ""
-        pruning = "" if self.prune_available else " [abstract expressions unavailable]"
         return (
             f"superoptimize @{self.function}{cached}: {self.explored} graphs explored, "
-            f"{self.pruned} pruned by abstract expression{pruning}, "
+            f"{self.pruned} pruned by abstract expression, "
             f"{self.complete} complete, {self.screened} passed screening, "
             f"{self.verified} verified ({self.verifier or 'none'}); "
             f"kernels {self.kernels_before} -> {self.kernels_after}; "
@@ -387,7 +385,6 @@ def _search(
     report: Report,
 ) -> list[Candidate]:
     local = Worker(text, options)
-    report.prune_available = local.generator.pruner.available
     workers = options.workers()
     pool = _Workers(workers, text, options) if workers > 1 else None
     candidates: list[Candidate] = []
@@ -661,7 +658,9 @@ def _from_cache(entry: dict, report: Report, start: float) -> Outcome:
     module = parse(make_context(), entry["program"], "<cache>")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     fn.detach()
-    saved = Report(**entry["report"])
+    # An entry written by another version may carry fields this one dropped.
+    known = {f.name for f in fields(Report)}
+    saved = Report(**{k: v for k, v in entry["report"].items() if k in known})
     saved.cached = True
     saved.seconds = time.monotonic() - start
     return Outcome(None, fn, saved)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
+from mirage_xdsl.semantics.inputs import random_inputs
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
 from mirage_xdsl.verify.fingerprint_slice import exponent_only_ops, residue_slice
@@ -188,8 +189,6 @@ def float_check(
     ``|a - b| / |b|`` must be at most ``rtol`` (default 1e-3, far above fp32
     reassociation noise, far below any semantic difference).
     """
-    from mirage_xdsl.semantics.inputs import random_inputs
-
     mismatch = signature_mismatch(program_a, program_b)
     if mismatch is not None:
         return FloatCheck(False, math.inf, rtol, f"signatures differ: {mismatch}")

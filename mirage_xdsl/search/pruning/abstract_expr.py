@@ -37,6 +37,8 @@ from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
+
 Shape = tuple[int, ...]
 
 UNARY_HEADS = ("exp", "sqrt", "silu")
@@ -435,8 +437,6 @@ def _op_attrs(op: Operation, phases: Mapping[SSAValue, Any] | None) -> dict:
     if "dim" in op.properties:
         attrs["dim"] = op.dim.value.data  # type: ignore[attr-defined]
     if op.name == "block.forloop_accum":
-        from mirage_xdsl.dialects.block_structure import Phase
-
         parent = op.parent_op()
         attrs["reduction"] = op.reduction  # type: ignore[attr-defined]
         attrs["forloop"] = parent.forloop  # type: ignore[union-attr]
@@ -456,8 +456,6 @@ def _label_ops(
     for op in ops:
         ins = [env[v] for v in op.operands]
         if op.name == "kernel.customized":
-            from mirage_xdsl.dialects.block_structure import phases_of
-
             body = op.regions[0].block
             env.update(zip(body.args, ins, strict=True))
             outs = _label_ops(list(body.ops), env, phases_of(op))
