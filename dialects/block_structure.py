@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from enum import Enum
 
-from mirage_xdsl.dialects import shapes
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl.dialects import shapes
 
 
 class OpVerifyError(VerifyException):

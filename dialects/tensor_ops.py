@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mirage_xdsl.dialects import shapes
 from xdsl.dialects.builtin import (
     I64,
     BFloat16Type,
@@ -30,6 +29,8 @@ from xdsl.irdl import (
     result_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from mirage_xdsl.dialects import shapes
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type)
 

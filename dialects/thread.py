@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block import ThreadGraphOp
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Dialect, SSAValue
 from xdsl.irdl import (
@@ -21,6 +19,9 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.traits import HasParent, IsTerminator, Pure
+
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block import ThreadGraphOp
 
 IN_THREAD_GRAPH = HasParent(ThreadGraphOp)
 """Every thread op lives directly in a ``block.thread_graph`` region."""

@@ -6,22 +6,23 @@ thread block: it reads its operand tiles and writes its result tile through a
 computing in fp32 registers; ``reduce_sum`` and ``rms_norm`` reduce rows with
 warp shuffles; ``matmul`` uses tensor cores (see ``matmul.py``); ``concat``
 copies its operands side by side. Accumulation across the for-loop lives in
-``accumulators.py``; loads and stores of device tensors in ``lower_to_gpu.py``.
+``accumulators.py``; loads and stores of device tensors in ``tile_copies.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+
+from xdsl.ir import Block, Operation, SSAValue
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
-from mirage_xdsl.lowering.matmul import lower_matmul
+from mirage_xdsl.lowering.gpu_builder import Ix
+from mirage_xdsl.lowering.matmul import block_matmul
 from mirage_xdsl.lowering.tiles import (
     SCALAR,
     WARP,
-    Threads,
+    TileEnv,
     TileRef,
     first_lane,
     for_each_element,
@@ -29,14 +30,6 @@ from mirage_xdsl.lowering.tiles import (
     reduce_rows,
     store,
 )
-from xdsl.ir import Block, Operation, SSAValue
-
-
-class TileEnv(Protocol):
-    b: GpuBuilder
-    threads: Threads
-
-    def tile(self, value: SSAValue) -> TileRef: ...
 
 
 def elementwise(env: TileEnv, op: t.TensorOp) -> None:
@@ -153,12 +146,6 @@ def concat(env: TileEnv, op: block.ConcatOp) -> None:
         offset += src.shape[dim]
 
 
-def matmul(env: TileEnv, op: block.MatmulOp) -> None:
-    lower_matmul(
-        env.b, env.threads, env.tile(op.lhs), env.tile(op.rhs), env.tile(op.result)
-    )
-
-
 LOWERINGS: dict[str, Callable[..., None]] = {
     **{
         kind: elementwise for kind in (*t.BINARY_KINDS, "exp", "silu", "sqrt", "square")
@@ -166,7 +153,7 @@ LOWERINGS: dict[str, Callable[..., None]] = {
     "rms_norm": rms_norm,
     "reduce_sum": reduce_sum,
     "concat": concat,
-    "matmul": matmul,
+    "matmul": block_matmul,
     "thread_graph": thread_graph,
 }
 """Lowering of each compute op of a block graph, by ``KIND``."""

@@ -13,19 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import IO
 
-from mirage_xdsl.dialects import kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.cuda_printer import PRELUDE, kernel_source
-from mirage_xdsl.lowering.lower_to_gpu import OUTPUT_ATTR, LowerToGpuPass
-from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
+from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.cuda_printer import PRELUDE, kernel_source
+from mirage_xdsl.lowering.lower_to_gpu import OUTPUT_ATTR, LowerToGpuPass
+from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.semantics.interpreter import entry_function
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mirage_xdsl.dialects import gpux
 from xdsl.dialects import arith, gpu, math, memref, scf, vector
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
@@ -29,6 +28,8 @@ from xdsl.dialects.builtin import (
     VectorType,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from mirage_xdsl.dialects import gpux
 
 PRELUDE = (Path(__file__).parent / "cuda_prelude.cuh").read_text()
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -35,6 +33,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
 
 BLOCK_OPS: dict[str, type[t.TensorOp]] = {

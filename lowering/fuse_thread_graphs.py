@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects import block, kernel, thread
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block_structure import phases_of
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+
+from mirage_xdsl.dialects import block, kernel, thread
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import phases_of
 
 THREAD_OPS: dict[str, type[t.TensorOp]] = {
     cls.KIND: cls for cls in thread.Thread.operations if issubclass(cls, t.TensorOp)

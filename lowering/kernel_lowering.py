@@ -19,154 +19,39 @@ product straight into the accumulator, and one whose only user is an
 element-wise unary op applies it on the way out (``exp(Q·K)``); both skip the
 intermediate tile. A
 barrier follows every op, since each op is a collective over whole tiles.
+
+This module puts the kernel together: thread and block ids, the order of the
+phases, the pipelined for-loop and the barriers. What runs when, and which
+matmuls fuse with their user, is decided in ``schedule.py``; where tiles sit
+in shared memory in ``shared_plan.py``; the copies between device and shared
+memory are in ``tile_copies.py``, the accumulator steps in ``accumulators.py``,
+and the block ops themselves in ``block_ops.py`` and ``matmul.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block_structure import Phase, phases_of
-from mirage_xdsl.dialects.gpux import (
-    CopyOp,
-    CpAsyncCommitOp,
-    CpAsyncOp,
-    CpAsyncWaitOp,
-    SharedAllocOp,
-)
-from mirage_xdsl.lowering.block_ops import LOWERINGS, kind_of
-from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
-from mirage_xdsl.lowering.matmul import (
-    Epilogue,
-    accumulate_result,
-    lower_matmul,
-    shapes_allow_tensor_cores,
-)
-from mirage_xdsl.lowering.shared_plan import (
-    ACCUMULATOR_TYPE,
-    Interval,
-    TileLayout,
-    assign_offsets,
-    layout_for,
-)
-from mirage_xdsl.lowering.tiles import (
-    SCALAR,
-    WARP,
-    Threads,
-    TileRef,
-    first_lane,
-    for_each_element,
-    load,
-    numel,
-    reduce_rows,
-    store,
-)
 from xdsl.dialects import gpu
-from xdsl.dialects.builtin import MemRefType, TensorType
 from xdsl.ir import Operation, SSAValue
 
-SHARED_LIMIT = 227 * 1024
-MAX_STAGES = 3
-
-
-def vector_width(tile_last: int, tensor_last: int, element_bytes: int) -> int:
-    """Elements per copy: as fit 16 bytes and divide both rows."""
-    width = 16 // element_bytes
-    while width > 1 and (tile_last % width or tensor_last % width):
-        width //= 2
-    return width
-
-
-def _dims(ty) -> tuple[int, ...]:
-    return tuple(ty.get_shape())
-
-
-def apply_after(kind: str) -> Epilogue:
-    """Epilogue applying an element-wise op to each product element."""
-
-    def epilogue(b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]) -> None:
-        store(b, SCALAR[kind](b, value), dst, index)
-
-    return epilogue
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """A block graph's ops grouped in the order the kernel runs them.
-
-    The kernel body is emitted in this order and shared memory is planned on
-    it, so a tile's live range covers everything that happens to it: every
-    loop-invariant input is copied in before any invariant op runs (one
-    ``cp.async`` group), the accumulators are updated at the end of each
-    iteration, and output tiles are stored after all the ops after the loop.
-    Planning on program order instead lets a tile share bytes with an input
-    that is still to be read, or with an output still to be stored.
-    """
-
-    loads: list[block.InputOp]
-    """Loop-invariant inputs, copied into shared memory first."""
-    before: list[Operation]
-    """Loop-invariant ops, run once before the loop."""
-    staged: list[block.InputOp]
-    """Per-iteration inputs, prefetched into rings of stages."""
-    loop: list[Operation]
-    """Ops run on every iteration."""
-    accs: list[block.ForloopAccumOp]
-    """Accumulators: zeroed before the loop, updated at the end of each iteration."""
-    after: list[Operation]
-    """Ops run once after the loop."""
-    outputs: list[block.OutputOp]
-    """Tiles stored to device memory at the end."""
-
-    def order(self) -> list[Operation | str]:
-        """Every op in running order; ``"init"`` marks zeroing the accumulators."""
-        return [
-            *self.loads,
-            *self.before,
-            "init",
-            *self.staged,
-            *self.loop,
-            *self.accs,
-            *self.after,
-            *self.outputs,
-        ]
-
-    @property
-    def init(self) -> int:
-        """Position of ``"init"`` in :meth:`order`."""
-        return len(self.loads) + len(self.before)
-
-    @property
-    def loop_end(self) -> int:
-        """Position of the last step of an iteration in :meth:`order`."""
-        return self.init + len(self.staged) + len(self.loop) + len(self.accs)
-
-
-def schedule_of(
-    ops: Sequence[Operation], phase: Callable[[Operation], Phase]
-) -> Schedule:
-    """Group a block graph's ops (in program order) by when the kernel runs them."""
-
-    def pick(p: Phase, cls: type | None = None, skip: tuple[type, ...] = ()) -> list:
-        return [
-            o
-            for o in ops
-            if phase(o) == p
-            and (cls is None or isinstance(o, cls))
-            and not isinstance(o, skip)
-        ]
-
-    return Schedule(
-        loads=pick(Phase.INVARIANT, block.InputOp),
-        before=pick(Phase.INVARIANT, skip=(block.InputOp,)),
-        staged=pick(Phase.LOOP, block.InputOp),
-        loop=pick(Phase.LOOP, skip=(block.InputOp,)),
-        accs=pick(Phase.POST, block.ForloopAccumOp),
-        after=pick(Phase.POST, skip=(block.ForloopAccumOp, block.OutputOp)),
-        outputs=pick(Phase.POST, block.OutputOp),
-    )
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.dialects.gpux import CpAsyncCommitOp, CpAsyncWaitOp, SharedAllocOp
+from mirage_xdsl.lowering.accumulators import accumulate, finalize, zero
+from mirage_xdsl.lowering.block_ops import LOWERINGS, kind_of
+from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
+from mirage_xdsl.lowering.matmul import accumulate_result, apply_after, block_matmul
+from mirage_xdsl.lowering.schedule import (
+    epilogue_users,
+    fused_accumulations,
+    is_staged,
+    phase_of,
+    schedule_of,
+)
+from mirage_xdsl.lowering.shared_plan import live_ranges, plan_shared, tile_storage
+from mirage_xdsl.lowering.tile_copies import copy_in, copy_out, tile_origin
+from mirage_xdsl.lowering.tiles import WARP, Threads, TileRef, dims
 
 
 class KernelLowering:
@@ -182,104 +67,30 @@ class KernelLowering:
         self.results = list(fn.body.block.args[len(op.inputs) :])
         ops = list(op.entry.ops)
         self.schedule = schedule_of(ops, self._phase)
-        self.fused = {
-            o: o.results[0].get_user_of_unique_use()
-            for o in self.schedule.loop
-            if isinstance(o, block.MatmulOp)
-            and self.forloop > 1
-            and o.results[0].has_one_use()
-            and isinstance(o.results[0].get_user_of_unique_use(), block.ForloopAccumOp)
-            and o.results[0].get_user_of_unique_use().reduction == "none"  # type: ignore[union-attr]
-        }
-        self.epilogues = {
-            o: user
-            for o in ops
-            if isinstance(o, block.MatmulOp)
-            and o not in self.fused
-            and o.results[0].has_one_use()
-            and isinstance(user := o.results[0].get_user_of_unique_use(), t.UnaryOp)
-            and user.KIND in SCALAR
-            and self._phase(user) == self._phase(o)
-        }
+        self.fused = fused_accumulations(self.schedule, self.forloop)
+        self.epilogues = epilogue_users(ops, self.fused, self._phase)
         self.tiles: dict[SSAValue, TileRef] = {}
         self.staged_tiles: set[SSAValue] = set()
         self.stage: Ix = 0
 
     def _phase(self, o: Operation) -> Phase:
-        if isinstance(o, block.OutputOp):
-            return Phase.POST
-        if isinstance(o, block.InputOp):
-            return Phase.LOOP if o.forloop_dim != -1 else Phase.INVARIANT
-        return self.phases[o.results[0]]
+        return phase_of(self.phases, o)
 
-    # --- shared memory plan ------------------------------------------------
-
-    def staged(self, o: Operation) -> bool:
-        return isinstance(o, block.InputOp) and o.forloop_dim != -1
-
-    def storage(self) -> dict[SSAValue, tuple[TileLayout, bool]]:
-        """Layout of every value kept in shared memory (stages filled in later)."""
-        ldmatrix: set[SSAValue] = set()
-        for o in self.op.entry.ops:
-            if isinstance(o, block.MatmulOp):
-                k, n = _dims(o.lhs.type)[-1], _dims(o.rhs.type)[-1]
-                if shapes_allow_tensor_cores(k, n):
-                    ldmatrix.update((o.lhs, o.rhs))
-        out: dict[SSAValue, tuple[TileLayout, bool]] = {}
-        for o in self.op.entry.ops:
-            if isinstance(o, block.OutputOp) or o in self.fused or o in self.epilogues:
-                continue
-            for r in o.results:
-                ty = r.type
-                assert isinstance(ty, TensorType)
-                post = self.phases[r] == Phase.POST
-                dtype = ACCUMULATOR_TYPE if post else ty.element_type
-                out[r] = (layout_for(_dims(ty), dtype, r in ldmatrix), self.staged(o))
-        return out
+    # --- shared memory -----------------------------------------------------
 
     def plan(self) -> int:
         """Allocate the tiles; returns the dynamic shared memory in bytes."""
-        pos = {o: i for i, o in enumerate(self.schedule.order())}
-        init, loop_end = self.schedule.init, self.schedule.loop_end
-        storage = self.storage()
-        live: dict[SSAValue, Interval] = {}
-        for v in storage:
-            owner = v.owner
-            assert isinstance(owner, Operation)
-            start = pos[owner]
-            producers = [m for m, user in self.epilogues.items() if user is owner]
-            if producers:  # written by the matmul's epilogue
-                start = pos[producers[0]]
-            uses = [pos[u.operation] for u in v.uses if u.operation in pos]
-            end = max(uses, default=start)
-            if owner in self.schedule.loads:
-                # All copied by one cp.async group, which lands only at the
-                # wait before the first op that may read them.
-                start, end = 0, max(end, len(self.schedule.loads))
-            if isinstance(owner, block.ForloopAccumOp) or self.staged(owner):
-                start, end = init, max(end, loop_end)
-            elif start < init and end > init:
-                end = max(end, loop_end)
-            live[v] = Interval(start, end)
-        stages = min(MAX_STAGES, self.forloop)
-        while True:
-            layouts = {
-                v: TileLayout(lay.shape, lay.dtype, lay.pad, stages if staged else 0)
-                for v, (lay, staged) in storage.items()
-            }
-            offsets, total = assign_offsets(
-                {v: lay.nbytes for v, lay in layouts.items()}, live
-            )
-            if total <= SHARED_LIMIT or stages == 1:
-                break
-            stages -= 1
-        self.stages = stages
-        for v, lay in layouts.items():
-            mem = self.b.value(SharedAllocOp(offsets[v], lay.memref_type()))
+        untiled = {*self.fused, *self.epilogues}
+        storage = tile_storage(self.op.entry.ops, self.phases, untiled)
+        live = live_ranges(storage, self.schedule, self.epilogues)
+        plan = plan_shared(storage, live, self.forloop)
+        self.stages = plan.stages
+        for v, lay in plan.layouts.items():
+            mem = self.b.value(SharedAllocOp(plan.offsets[v], lay.memref_type()))
             self.tiles[v] = TileRef(mem, lay.shape)
             if lay.stages:
                 self.staged_tiles.add(v)
-        return total
+        return plan.total
 
     def tile(self, v: SSAValue) -> TileRef:
         """The shared tile holding ``v`` (this iteration's stage if staged)."""
@@ -290,140 +101,24 @@ class KernelLowering:
 
     # --- device memory ---------------------------------------------------
 
-    def tile_origin(self, o: block.InputOp, iteration: Ix) -> list[Ix]:
-        """Index of the tile's first element in the device tensor."""
-        b = self.b
-        full = _dims(o.source.type)
-        tile = _dims(o.result.type)
-        origin: list[Ix] = [0] * len(full)
-        for g, d in enumerate(o.input_map):
-            if d != -1:
-                per_block = full[d] // self.op.grid_dims[g]
-                origin[d] = b.add(origin[d], b.mul(self.block_ids[g], per_block))
-        if o.forloop_dim != -1:
-            d = o.forloop_dim
-            origin[d] = b.add(origin[d], b.mul(iteration, tile[d]))
-        return origin
-
     def load_input(self, o: block.InputOp, iteration: Ix, stage: Ix) -> None:
-        """Issue the cp.async copies of one input tile (or plain copies)."""
-        b = self.b
-        src = self.args[o.source]
-        assert isinstance(src.type, MemRefType)
-        full = _dims(src.type)
-        tile = _dims(o.result.type)
+        """Issue the copies of one input tile into its (staged) shared tile."""
         ref = self.tiles[o.result]
-        dst = TileRef(ref.mem, tile, (stage,) if self.staged(o) else ())
-        elem = src.type.element_type.bitwidth // 8  # type: ignore[attr-defined]
-        width = vector_width(tile[-1], full[-1], elem)
-        origin = self.tile_origin(o, iteration)
-        chunks = (*tile[:-1], tile[-1] // width)
-
-        def copy(flat: Ix) -> None:
-            index = b.unravel(flat, chunks)
-            index[-1] = b.mul(index[-1], width)
-            at = [b.add(i, x) for i, x in zip(origin, index, strict=True)]
-            if width * elem >= 4:
-                b.insert(
-                    CpAsyncOp(
-                        dst.mem,
-                        [b.index(i) for i in dst.at(index)],
-                        src,
-                        [b.index(i) for i in at],
-                        width * elem,
-                    )
-                )
-            else:
-                b.store(b.load(src, at), dst.mem, dst.at(index))
-
-        b.strided(self.threads.tid, numel(chunks), self.threads.count, copy)
+        prefix = (stage,) if is_staged(o) else ()
+        dst = TileRef(ref.mem, dims(o.result.type), prefix)
+        origin = tile_origin(self.b, o, self.op.grid_dims, self.block_ids, iteration)
+        copy_in(self.b, self.threads, self.args[o.source], dst, origin)
 
     def store_output(self, o: block.OutputOp, result: SSAValue) -> None:
-        b = self.b
         src = self.tile(o.input)
-        assert isinstance(result.type, MemRefType)
-        full = _dims(result.type)
-        tile = src.shape
-        width = vector_width(tile[-1], full[-1], 2)
-        if src.dtype != result.type.element_type:
-            width = min(width, 8)
-        origin: list[Ix] = [0] * len(full)
-        for g, d in enumerate(o.output_map):
-            if d != -1:
-                origin[d] = b.add(origin[d], b.mul(self.block_ids[g], tile[d]))
-        chunks = (*tile[:-1], tile[-1] // width)
-
-        def copy(flat: Ix) -> None:
-            index = b.unravel(flat, chunks)
-            index[-1] = b.mul(index[-1], width)
-            at = [b.add(i, x) for i, x in zip(origin, index, strict=True)]
-            b.insert(
-                CopyOp(
-                    result,
-                    [b.index(i) for i in at],
-                    src.mem,
-                    [b.index(i) for i in src.at(index)],
-                    width,
-                )
-            )
-
-        b.strided(self.threads.tid, numel(chunks), self.threads.count, copy)
-
-    # --- accumulators ----------------------------------------------------
-
-    def zero(self, acc: block.ForloopAccumOp) -> None:
-        b = self.b
-        dst = self.tile(acc.result)
-        for_each_element(
-            b, self.threads, dst.shape, lambda i: store(b, b.f32(0.0), dst, i)
-        )
-
-    def accumulate(self, acc: block.ForloopAccumOp) -> None:
-        b = self.b
-        dst = self.tile(acc.result)
-        if acc.input.owner in self.fused:
-            return
-        src = self.tile(acc.input)
-        if acc.reduction == "none":
-
-            def element(index: list[Ix]) -> None:
-                total = b.addf(load(b, dst, index), load(b, src, index))
-                store(b, total, dst, index)
-
-            for_each_element(b, self.threads, dst.shape, element)
-            return
-
-        def finish(index: list[Ix], total: SSAValue, lane: SSAValue | None) -> None:
-            with b.when(first_lane(b, lane)):
-                store(b, b.addf(load(b, dst, index), total), dst, index)
-
-        reduce_rows(
-            b,
-            self.threads,
-            src,
-            len(src.shape) - 1,
-            finish,
-            square=acc.reduction == "rms",
-        )
-
-    def finalize(self, acc: block.ForloopAccumOp) -> None:
-        if acc.reduction not in ("mean", "rms"):
-            return
-        b = self.b
-        dst = self.tile(acc.result)
-        count = float(_dims(acc.input.type)[-1] * self.forloop)
-
-        def element(index: list[Ix]) -> None:
-            mean = b.divf(load(b, dst, index), b.f32(count))
-            store(b, b.sqrt(mean) if acc.reduction == "rms" else mean, dst, index)
-
-        for_each_element(b, self.threads, dst.shape, element)
+        copy_out(self.b, self.threads, o, src, result, self.block_ids)
 
     # --- the kernel ------------------------------------------------------
 
     def compute(self, o: Operation) -> None:
         if isinstance(o, block.ForloopAccumOp):
-            self.accumulate(o)
+            if o.input.owner not in self.fused:  # else added by its matmul
+                accumulate(self, o)
         elif o in self.fused or o in self.epilogues:
             assert isinstance(o, block.MatmulOp)
             if o in self.fused:
@@ -431,9 +126,7 @@ class KernelLowering:
             else:
                 user = self.epilogues[o]
                 dst, epilogue = self.tile(user.results[0]), apply_after(user.KIND)
-            lower_matmul(
-                self.b, self.threads, self.tile(o.lhs), self.tile(o.rhs), dst, epilogue
-            )
+            block_matmul(self, o, dst, epilogue)
         elif o in self.epilogues.values():
             return  # computed by its matmul's epilogue
         else:
@@ -455,10 +148,10 @@ class KernelLowering:
         self.threads = Threads(
             tid, b.index(b.div(tid, WARP)), b.index(b.rem(tid, WARP)), count
         )
-        dims = (gpu.DimensionEnum.X, gpu.DimensionEnum.Y, gpu.DimensionEnum.Z)
+        axes = (gpu.DimensionEnum.X, gpu.DimensionEnum.Y, gpu.DimensionEnum.Z)
         self.block_ids: list[Ix] = [
             b.value(gpu.BlockIdOp(gpu.DimensionAttr(d))) if g > 1 else 0
-            for d, g in zip(dims, self.op.grid_dims, strict=True)
+            for d, g in zip(axes, self.op.grid_dims, strict=True)
         ]
         shared = self.plan()
         sched = self.schedule
@@ -471,12 +164,12 @@ class KernelLowering:
         for o in sched.before:
             self.compute(o)
         for acc in sched.accs:
-            self.zero(acc)
+            zero(self, acc)
         if sched.accs:
             b.insert(gpu.BarrierOp())
         self.emit_loop()
         for acc in sched.accs:
-            self.finalize(acc)
+            finalize(self, acc, self.forloop)
         if any(acc.reduction in ("mean", "rms") for acc in sched.accs):
             b.insert(gpu.BarrierOp())
         for o in sched.after:

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects import kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.kernel_lowering import KernelLowering
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import (
@@ -36,6 +33,10 @@ from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
+
+from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.lowering.kernel_lowering import KernelLowering
 
 KERNELS = "kernels"
 """Name of the ``gpu.module`` holding every kernel."""

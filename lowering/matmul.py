@@ -10,6 +10,8 @@ than 16 rows, as in batch-1 GEMV-like products) read a clamped row and are not
 stored. An epilogue writes each result element: a plain store, an add into
 the fp32 accumulator when the product feeds ``block.forloop_accum``
 directly, or an element-wise op applied on the way (``exp(Q·K)``).
+:func:`block_matmul` is the one entry point for a ``block.matmul`` op, fused
+with its user or not.
 
 Fallback: one thread per output element with an fp32 dot product.
 """
@@ -18,34 +20,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from xdsl.dialects.builtin import Float16Type
+from xdsl.ir import SSAValue
+
+from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects.gpux import MMA_C, LdmatrixOp, MmaOp
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
 from mirage_xdsl.lowering.tiles import (
+    SCALAR,
     Threads,
+    TileEnv,
     TileRef,
     for_each_element,
     load,
     numel,
     store,
 )
-from xdsl.dialects.builtin import Float16Type
-from xdsl.ir import SSAValue
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 
 
 def tensor_core_ok(a: TileRef, bt: TileRef) -> bool:
     """Whether ``a @ b`` can use mma.m16n8k16 with these shared tiles."""
-    k, n = a.shape[-1], bt.shape[-1]
     return (
         isinstance(a.dtype, Float16Type)
         and isinstance(bt.dtype, Float16Type)
-        and k % MMA_K == 0
-        and n % MMA_N == 0
+        and shapes_allow_tensor_cores(a.shape[-1], bt.shape[-1])
     )
 
 
 def shapes_allow_tensor_cores(k: int, n: int) -> bool:
+    """Whether K and N fit mma.m16n8k16; also asked before the tiles exist
+    (the shared-memory plan pads rows that ``ldmatrix`` will read)."""
     return k % MMA_K == 0 and n % MMA_N == 0
 
 
@@ -66,6 +72,15 @@ def accumulate_result(
 ) -> None:
     """``dst += value``: the product feeds a plain for-loop accumulator."""
     store(b, b.addf(b.load_f32(dst.mem, dst.at(index)), value), dst, index)
+
+
+def apply_after(kind: str) -> Epilogue:
+    """Epilogue applying an element-wise op to each product element."""
+
+    def epilogue(b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]) -> None:
+        store(b, SCALAR[kind](b, value), dst, index)
+
+    return epilogue
 
 
 def lower_tensor_core(
@@ -175,3 +190,18 @@ def lower_matmul(
         lower_tensor_core(b, threads, a, bt, dst, epilogue)
     else:
         lower_fma(b, threads, a, bt, dst, epilogue)
+
+
+def block_matmul(
+    env: TileEnv,
+    op: block.MatmulOp,
+    dst: TileRef | None = None,
+    epilogue: Epilogue = store_result,
+) -> None:
+    """``op`` over its operand tiles, into its own result tile.
+
+    A matmul fused with its only user writes into that user's tile instead:
+    ``dst``, through ``epilogue``.
+    """
+    out = env.tile(op.result) if dst is None else dst
+    lower_matmul(env.b, env.threads, env.tile(op.lhs), env.tile(op.rhs), out, epilogue)

@@ -12,27 +12,42 @@ Offsets come from liveness over the kernel's schedule (invariant ops, the
 accumulator set-up, the loop body, the epilogue, the stores): tiles whose live
 ranges do not overlap share bytes. Values read inside the loop but defined
 before it stay live for the whole loop, as do accumulators and the staged
-input buffers.
+input buffers. Staged inputs get as many stages as fit: up to
+:data:`MAX_STAGES`, fewer while the tiles exceed :data:`SHARED_LIMIT`.
+
+The plan only decides; the kernel (``kernel_lowering.py``) allocates the
+tiles it describes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects.gpux import WORKGROUP
 from xdsl.dialects.builtin import (
     Float16Type,
     MemRefType,
     StridedLayoutAttr,
+    TensorType,
     f32,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from mirage_xdsl.dialects import block
+from mirage_xdsl.dialects.block_structure import Phase
+from mirage_xdsl.dialects.gpux import WORKGROUP
+from mirage_xdsl.lowering.matmul import shapes_allow_tensor_cores
+from mirage_xdsl.lowering.schedule import Schedule, is_staged
+from mirage_xdsl.lowering.tiles import dims
 
 ALIGN = 128
 """Tiles start on 128-byte boundaries (a full bank sweep)."""
 LDMATRIX_PAD = 8
 """Halves of padding per row of a tile read with ldmatrix (16 bytes)."""
+SHARED_LIMIT = 227 * 1024
+"""Dynamic shared memory one block may use on an H100 (opt-in maximum)."""
+MAX_STAGES = 3
+"""Most pipeline stages of a per-iteration input."""
 
 
 @dataclass(frozen=True)
@@ -130,3 +145,104 @@ def assign_offsets(
         placed.append((offset, sizes[v], span))
     total = max((off + size for off, size, _ in placed), default=0)
     return offsets, total
+
+
+def tile_storage(
+    ops: Iterable[Operation],
+    phases: Mapping[SSAValue, Phase],
+    untiled: Container[Operation],
+) -> dict[SSAValue, tuple[TileLayout, bool]]:
+    """Layout of every value kept in shared memory (stages filled in later).
+
+    Each layout comes with whether the value is a staged input. The results of
+    ``untiled`` ops (matmuls fused with their user) get no tile.
+    """
+    ops = list(ops)
+    ldmatrix: set[SSAValue] = set()
+    for o in ops:
+        if isinstance(o, block.MatmulOp):
+            k, n = dims(o.lhs.type)[-1], dims(o.rhs.type)[-1]
+            if shapes_allow_tensor_cores(k, n):
+                ldmatrix.update((o.lhs, o.rhs))
+    out: dict[SSAValue, tuple[TileLayout, bool]] = {}
+    for o in ops:
+        if isinstance(o, block.OutputOp) or o in untiled:
+            continue
+        for r in o.results:
+            ty = r.type
+            assert isinstance(ty, TensorType)
+            post = phases[r] == Phase.POST
+            dtype = ACCUMULATOR_TYPE if post else ty.element_type
+            out[r] = (layout_for(dims(ty), dtype, r in ldmatrix), is_staged(o))
+    return out
+
+
+def live_ranges(
+    values: Iterable[SSAValue],
+    schedule: Schedule,
+    epilogues: Mapping[block.MatmulOp, Operation],
+) -> dict[SSAValue, Interval]:
+    """Live range of each value, in positions of the schedule's running order.
+
+    ``epilogues`` maps a matmul to the user whose result its epilogue writes:
+    that result is live from the matmul on.
+    """
+    pos = {o: i for i, o in enumerate(schedule.order())}
+    init, loop_end = schedule.init, schedule.loop_end
+    live: dict[SSAValue, Interval] = {}
+    for v in values:
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        start = pos[owner]
+        producers = [m for m, user in epilogues.items() if user is owner]
+        if producers:  # written by the matmul's epilogue
+            start = pos[producers[0]]
+        uses = [pos[u.operation] for u in v.uses if u.operation in pos]
+        end = max(uses, default=start)
+        if owner in schedule.loads:
+            # All copied by one cp.async group, which lands only at the
+            # wait before the first op that may read them.
+            start, end = 0, max(end, len(schedule.loads))
+        if isinstance(owner, block.ForloopAccumOp) or is_staged(owner):
+            start, end = init, max(end, loop_end)
+        elif start < init and end > init:
+            end = max(end, loop_end)
+        live[v] = Interval(start, end)
+    return live
+
+
+@dataclass(frozen=True)
+class SharedPlan:
+    """Where every tile of one kernel sits in shared memory."""
+
+    stages: int
+    """Stages of every staged input."""
+    layouts: dict[SSAValue, TileLayout]
+    offsets: dict[SSAValue, int]
+    total: int
+    """Dynamic shared memory of the kernel, in bytes."""
+
+
+def plan_shared(
+    storage: Mapping[SSAValue, tuple[TileLayout, bool]],
+    live: dict[SSAValue, Interval],
+    forloop: int,
+) -> SharedPlan:
+    """Offsets for the most stages whose tiles fit in :data:`SHARED_LIMIT`.
+
+    Starts from :data:`MAX_STAGES` (or ``forloop``, the iterations, if fewer)
+    and drops one stage at a time; one stage is kept even if it does not fit.
+    """
+    stages = min(MAX_STAGES, forloop)
+    while True:
+        layouts = {
+            v: TileLayout(lay.shape, lay.dtype, lay.pad, stages if staged else 0)
+            for v, (lay, staged) in storage.items()
+        }
+        offsets, total = assign_offsets(
+            {v: lay.nbytes for v, lay in layouts.items()}, live
+        )
+        if total <= SHARED_LIMIT or stages == 1:
+            break
+        stages -= 1
+    return SharedPlan(stages, layouts, offsets, total)

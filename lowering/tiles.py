@@ -2,22 +2,25 @@
 
 A :class:`TileRef` names a tile in shared memory (a memref plus, for staged
 tiles, the stage index). :class:`Threads` holds a kernel's thread, warp and
-lane indices. The helpers here are the three loop shapes every block op
-lowers to: a block-stride loop over a tile's elements (element-wise work), a
-reduction of rows across a warp with butterfly shuffles, and a per-thread
-reduction for short rows.
+lane indices. :class:`TileEnv` is what a lowering sees of the kernel being
+built: the builder, the threads and the tile of each value. The helpers here
+are the three loop shapes every block op lowers to: a block-stride loop over
+a tile's elements (element-wise work), a reduction of rows across a warp with
+butterfly shuffles, and a per-thread reduction for short rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from mirage_xdsl.dialects.gpux import ShflXorOp
-from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
+
+from mirage_xdsl.dialects.gpux import ShflXorOp
+from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
 
 WARP = 32
 
@@ -51,6 +54,20 @@ class Threads:
     @property
     def warps(self) -> int:
         return self.count // WARP
+
+
+class TileEnv(Protocol):
+    """The kernel being built, as the op lowerings use it (``KernelLowering``)."""
+
+    b: GpuBuilder
+    threads: Threads
+
+    def tile(self, value: SSAValue) -> TileRef: ...
+
+
+def dims(ty: Attribute) -> tuple[int, ...]:
+    """The static shape of a tensor or memref type."""
+    return tuple(ty.get_shape())  # type: ignore[attr-defined]
 
 
 def broadcast_index(index: Sequence[Ix], shape: Sequence[int]) -> list[Ix]:

@@ -18,8 +18,16 @@ from dataclasses import dataclass
 from math import prod
 from typing import IO
 
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.ir import SSAValue
+from xdsl.utils.target import Target
+
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import BufferSpec, of_kind
 from mirage_xdsl.lowering.triton_legalize import (
     MATMUL_ATTR,
@@ -31,14 +39,6 @@ from mirage_xdsl.lowering.triton_printer import (
     print_kernel,
     signature,
 )
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
-from xdsl.ir import SSAValue
-from xdsl.utils.target import Target
-
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function
 
 FORMS = ("dot", "fma")

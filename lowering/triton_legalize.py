@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.kernel import dense_i64
-from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.kernel import dense_i64
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 
 TILE_ATTR = "triton.tile"
 MATMUL_ATTR = "triton.matmul"

@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
+from xdsl.ir import Operation, SSAValue
+
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
-from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
-from xdsl.ir import Operation, SSAValue
-
 from mirage_xdsl.ir.diagnostics import OpVerifyError
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mirage_xdsl.dialects import tensor_ops as t
 from xdsl.ir import Operation, SSAValue
 
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.union_find import UnionFind
 
 DOT_MIN = 16

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mirage_xdsl.lowering import nvrtc
-from mirage_xdsl.lowering.cuda import generate_program
 
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
+from mirage_xdsl.lowering import nvrtc
+from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.workloads import HANDWRITTEN
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.mlir"))

@@ -11,8 +11,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from mirage_xdsl.dialects import block, kernel, thread
 
+from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.fuzz.oracles import ORACLES, FuzzFailure, case_module
 from mirage_xdsl.fuzz.programs import random_module
 from mirage_xdsl.ir.printing import module_text

@@ -95,7 +95,6 @@ def test_accumulated_matmul_folding_matches_per_iteration(monkeypatch) -> None:
 
 def test_folding_applies_to_the_flashdecoding_loop() -> None:
     from mirage_xdsl.dialects import block
-
     from mirage_xdsl.semantics.interpreter import _accumulated_matmul
 
     module = HANDWRITTEN["gqa_flashdecoding"][1](1, 8)

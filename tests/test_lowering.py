@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mirage_xdsl.dialects import gpux, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.cuda import generate_program, lowered
-from mirage_xdsl.lowering.emulate import EmulationError, Emulator, emulate
-from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
-from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 from xdsl.dialects import gpu
 
+from mirage_xdsl.dialects import gpux, kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
+from mirage_xdsl.lowering.cuda import generate_program, lowered
+from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+from mirage_xdsl.lowering.emulate import Emulator, emulate
+from mirage_xdsl.lowering.emulate_state import EmulationError
+from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 

@@ -109,8 +109,9 @@ def test_bundled_library_names_templates() -> None:
 
 
 def test_layer_is_rewritten_by_the_library(monkeypatch, tmp_path: Path) -> None:
-    from mirage_xdsl.passes.apply_mirage_rewrites import LibraryPattern
     from xdsl.pattern_rewriter import PatternRewriteWalker
+
+    from mirage_xdsl.passes.apply_mirage_rewrites import LibraryPattern
 
     monkeypatch.setenv("MIRAGE_CACHE_DIR", "off")
     ctx = context()

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from fake_driver import CUresult, FakeDriver, view
-from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.runtime import CompiledProgram, CompileError, compile_cuda
 from mirage_xdsl.runtime.arguments import array_kind, check_numpy, check_torch
 from mirage_xdsl.runtime.cache import CubinCache, cache_key, default_cache_dir

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mirage_xdsl.dialects import block, kernel
 from xdsl.dialects import func
 
+from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
@@ -189,9 +189,8 @@ def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
 
 
 def test_measure_option_of_the_pass() -> None:
-    from mirage_xdsl.passes.superoptimize import resolve_measure
-
     from mirage_xdsl.ir.diagnostics import MirageError
+    from mirage_xdsl.passes.superoptimize import resolve_measure
     from mirage_xdsl.runtime.measure import gpu_available
 
     assert resolve_measure("none") is None

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from mirage_xdsl.dialects import block
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.triton import generate_triton
 from mirage_xdsl.lowering.triton_legalize import TILE_ATTR, LegalizeForTritonPass
 from mirage_xdsl.lowering.triton_tiles import next_pow2
-
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 

@@ -16,8 +16,8 @@ import traceback
 
 import numpy as np
 import torch
-from mirage_xdsl.lowering.triton import FORMS, generate_triton
 
+from mirage_xdsl.lowering.triton import FORMS, generate_triton
 from mirage_xdsl.runtime.triton_compile import load_source
 from mirage_xdsl.semantics import interpreter
 

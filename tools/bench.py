@@ -242,9 +242,9 @@ def searched(module, args, config: Config | None):
     """The search's µGraph for ``module`` (what ``mirage-opt --superoptimize``
     gives a user on this machine: measured selection when a GPU is visible),
     within ``--search-cap`` seconds; its report goes into ``config``."""
-    from mirage_xdsl.passes.superoptimize import resolve_measure
     from xdsl.dialects.builtin import ModuleOp
 
+    from mirage_xdsl.passes.superoptimize import resolve_measure
     from mirage_xdsl.search.options import SearchOptions
     from mirage_xdsl.search.superoptimizer import superoptimize_function
     from mirage_xdsl.semantics.interpreter import entry_function

@@ -19,7 +19,6 @@ import itertools
 import time
 
 from mirage_xdsl.dialects import shapes
-
 from mirage_xdsl.search.pruning import normal_form as nf
 from mirage_xdsl.search.pruning.abstract_expr import (
     Expr,

@@ -49,12 +49,13 @@ PY
 }
 
 run_tests() {
-  # -P: keep the source tree's mirage_xdsl/ (not importable as is) off sys.path
+  # -P: keep the source tree's mirage_xdsl/ (not importable as is) off sys.path;
+  # -o addopts=: serially, without pytest-xdist (not on the GPU machine)
   local rc=0
-  "$PY" -P -m pytest -v -p no:cacheprovider -m gpu tests/test_runtime_gpu.py \
+  "$PY" -P -m pytest -o addopts= -v -p no:cacheprovider -m gpu tests/test_runtime_gpu.py \
     tests/test_torch_gpu.py -rs --durations=5 || rc=1
   # the documentation's GPU examples (the rest runs in CI)
-  "$PY" -P -m pytest -q -p no:cacheprovider tests/test_docs.py -rs || rc=1
+  "$PY" -P -m pytest -o addopts= -q -p no:cacheprovider tests/test_docs.py -rs || rc=1
   return $rc
 }
 

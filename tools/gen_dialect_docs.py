@@ -11,9 +11,6 @@ import inspect
 import sys
 from pathlib import Path
 
-from mirage_xdsl.dialects.block import BlockDialect
-from mirage_xdsl.dialects.kernel import Kernel
-from mirage_xdsl.dialects.thread import Thread
 from xdsl.dialects.builtin import BytesAttr, IntAttr
 from xdsl.ir import Dialect
 from xdsl.irdl import (
@@ -29,6 +26,10 @@ from xdsl.irdl import (
     VarResultDef,
 )
 from xdsl.irdl.operations import SingleBlockRegionDef
+
+from mirage_xdsl.dialects.block import BlockDialect
+from mirage_xdsl.dialects.kernel import Kernel
+from mirage_xdsl.dialects.thread import Thread
 
 DIALECTS: tuple[Dialect, ...] = (Kernel, BlockDialect, Thread)
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "dialects.md"

@@ -23,10 +23,10 @@ import json
 import sys
 
 import numpy as np
+
 from mirage_xdsl.lowering import nvrtc
 from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.lowering.program import GpuProgram
-
 from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
