@@ -22,10 +22,10 @@ from mirage_xdsl.dialects import shapes
 from mirage_xdsl.search.pruning import normal_form as nf
 from mirage_xdsl.search.pruning.abstract_expr import (
     Expr,
-    SubexprOracle,
     op_expr,
     output_exprs,
 )
+from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS, input_shapes
 
