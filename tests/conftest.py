@@ -1,13 +1,15 @@
-"""Every test run starts from empty caches, as CI's fresh machine does.
+"""Test-run setup: empty caches, and how pytest-xdist shares out the tests.
 
-The search, cubin and rewrite-library caches live under ``XDG_CACHE_HOME``
-(or ``MIRAGE_CACHE_DIR``); a run that found the user's warm caches would time
+Every run starts from empty caches, as CI's fresh machine does: the search,
+cubin and rewrite-library caches live under ``XDG_CACHE_HOME`` (or
+``MIRAGE_CACHE_DIR``), and a run that found the user's warm caches would time
 and test something else than a fresh checkout, and would write into them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 
@@ -24,3 +26,20 @@ def pytest_configure(config) -> None:
 def pytest_unconfigure(config) -> None:
     if _CACHE_ROOT is not None:
         shutil.rmtree(_CACHE_ROOT, ignore_errors=True)
+
+
+DOC_EXAMPLE = re.compile(r"::test_doc_example\[(?P<page>[^\]:]+\.md):\d+\]$")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Tests go to workers one by one, except a documentation page's examples,
+    which go together: they share one namespace (``tests/test_docs.py``), so on
+    another worker the earlier ones would run again, searches included."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PagesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            m = DOC_EXAMPLE.search(nodeid)
+            return m["page"] if m else nodeid
+
+    return PagesTogether(config, log)

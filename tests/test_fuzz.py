@@ -18,16 +18,19 @@ from mirage_xdsl.fuzz.programs import random_module
 from mirage_xdsl.ir.printing import module_text
 
 CASES = {
-    "generate": 2000,
-    "round-trip": 400,
-    "interpret": 400,
-    "corrupt": 1200,
-    "perturb": 800,
+    "generate": 1000,
+    "round-trip": 200,
+    "interpret": 200,
+    "corrupt": 600,
+    "perturb": 400,
     "driver": 6,
-    "field": 300,
+    "field": 150,
     "mutant": 40,
 }
-"""Cases per kind in the default run: 5,146 in all."""
+"""Cases per kind in the default run: 2,596 in all."""
+
+SLOW_FACTOR = 10
+"""The slow run (``-m slow``) takes the next ``SLOW_FACTOR`` times as many seeds."""
 
 MUST_SEE = {
     "corrupt": {"rejected", "accepted+ran"},
@@ -39,19 +42,29 @@ MUST_SEE = {
 or never got rejected, would test little."""
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_fuzz(kind: str) -> None:
+def fuzz(kind: str, seeds: range) -> None:
     oracle = ORACLES[kind]
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
-    for seed in range(CASES[kind]):
+    for seed in seeds:
         try:
             outcomes[oracle(seed)] += 1
         except FuzzFailure as e:
             failures.append(str(e))
     assert not failures, f"{len(failures)} failures, e.g.\n" + "\n".join(failures[:5])
-    assert sum(outcomes.values()) == CASES[kind]
+    assert sum(outcomes.values()) == len(seeds)
     assert MUST_SEE.get(kind, {"ok"}) <= set(outcomes), outcomes
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_fuzz(kind: str) -> None:
+    fuzz(kind, range(CASES[kind]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_fuzz_longer(kind: str) -> None:
+    fuzz(kind, range(CASES[kind], CASES[kind] * (1 + SLOW_FACTOR)))
 
 
 def test_same_seed_same_module() -> None:

@@ -95,7 +95,10 @@ def test_gqa_forloop_accumulating_kernel() -> None:
     assert_same_function(program, outcome)
 
 
-@pytest.mark.parametrize("name", ["norm_transformer", "qknorm_gqa"])
+@pytest.mark.parametrize(
+    "name",
+    ["norm_transformer", pytest.param("qknorm_gqa", marks=pytest.mark.slow)],
+)
 def test_fewer_kernels(name: str) -> None:
     program, outcome = search(name)
     assert len(kernels(outcome.function)) < len(kernels(entry_function(program)))

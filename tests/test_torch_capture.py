@@ -115,12 +115,93 @@ def test_rms_norm_forms(form):
     assert kernel_ops(module) == ["kernel.rms_norm"]
 
 
-def test_rms_norm_with_a_trained_weight_is_refused():
-    norm = torch.nn.RMSNorm(16).half()
+def test_rms_norm_with_a_trained_weight_multiplies_by_it():
+    norm = torch.nn.RMSNorm(16, eps=0.0).half()
     with torch.no_grad():
-        norm.weight.mul_(2)
-    with pytest.raises(CaptureError, match="weight that is not all ones"):
-        capture(norm, half((4, 16)))
+        norm.weight.copy_(torch.linspace(0.5, 2.0, 16))
+    (x,) = half((4, 16))
+    captured = capture_program(norm, [x])
+    assert kernel_ops(captured.module) == ["kernel.rms_norm", "kernel.mul"]
+    assert [tuple(p.shape) for p in captured.parameters] == [(1, 16)]
+    out = MirageFunction(captured)(x)
+    ref = norm.float()(x.float()).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+class Transposed(torch.nn.Module):
+    """A weight stored ``[out, in]`` and used transposed, as users write it."""
+
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.form = form
+        self.w = torch.nn.Parameter((torch.rand(24, 16, generator=g) - 0.5).half())
+
+    def forward(self, x):
+        w = {"T": self.w.T, "t": self.w.t(), "transpose": self.w.transpose(0, 1)}
+        return x @ w[self.form]
+
+
+@pytest.mark.parametrize("form", ["T", "t", "transpose"])
+def test_transposed_parameter_is_transposed_at_capture(form):
+    model = Transposed(form)
+    (x,) = half((4, 16))
+    captured = capture_program(model, [x])
+    assert kernel_ops(captured.module) == ["kernel.matmul"]
+    assert [tuple(p.shape) for p in captured.parameters] == [(16, 24)]
+    out = MirageFunction(captured)(x)
+    ref = model.float()(x.float()).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("shape", [(4, 16), (2, 3, 16)], ids=["rank2", "rank3"])
+def test_nn_linear_captures_and_matches_torch(bias, shape):
+    torch.manual_seed(4)
+    model = torch.nn.Linear(16, 24, bias=bias).half()
+    (x,) = half(shape)
+    captured = capture_program(model, [x])
+    ops = ["kernel.matmul", "kernel.add"] if bias else ["kernel.matmul"]
+    assert kernel_ops(captured.module) == ops
+    out = MirageFunction(captured)(x)
+    ref = model.float()(x.float()).detach()
+    assert out.shape == ref.shape
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+def test_two_linear_layers_and_a_batched_weight():
+    torch.manual_seed(5)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 8)
+    ).half()
+    (x,) = half((2, 4, 16))
+    captured = capture_program(mlp, [x])
+    assert kernel_ops(captured.module).count("kernel.matmul") == 2
+    # the [in, out] weights are repeated over the batch dim of the input
+    assert (2, 16, 32) in [tuple(p.shape) for p in captured.parameters]
+    out = MirageFunction(captured)(x)
+    ref = mlp.float()(x.float()).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+def transpose_activation(x, w):
+    return (x @ w).transpose(0, 1)
+
+
+def test_transpose_of_a_computed_tensor_is_one_line():
+    with pytest.raises(CaptureError) as e:
+        capture(transpose_activation, half((4, 8), (8, 4)))
+    message = str(e.value)
+    line = line_of(transpose_activation, ".transpose(0, 1)")
+    assert message.startswith(f"{__file__}:{line}:")
+    assert "torch op 'aten.transpose' is not supported" in message
+    assert "only module parameters and buffers" in message
+    assert "\n" not in message
+
+
+def test_linear_of_an_input_weight_is_refused():
+    with pytest.raises(CaptureError, match="not a module parameter or buffer"):
+        capture(F.linear, half((4, 8), (6, 8)))
 
 
 def sum_of_squares(x):

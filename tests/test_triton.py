@@ -125,13 +125,24 @@ def _failures(rows: list[dict]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "batch", [1, pytest.param(8, marks=pytest.mark.slow)], ids=["b1", "b8"]
+    "batch, small",
+    [
+        (1, True),
+        pytest.param(1, False, marks=pytest.mark.slow),
+        pytest.param(8, False, marks=pytest.mark.slow),
+    ],
+    ids=["b1-small-grids", "b1", "b8"],
 )
-def test_interpreted_kernels_match_ours_on_every_workload(batch: int) -> None:
+def test_interpreted_kernels_match_ours_on_every_workload(
+    batch: int, small: bool
+) -> None:
     """Every workload and hand-written µGraph (dims / 8), every matmul form,
-    run by Triton's interpreter and compared with ours (b = 8 is the slower
-    half: several minutes on two cores)."""
-    rows = _interpret("workloads", str(SCALE), str(batch))
+    run by Triton's interpreter and compared with ours. The default run gives
+    the hand-written µGraphs 8 blocks and 8 iterations (``--small``); their own
+    grids take minutes on two cores and run with ``-m slow``."""
+    rows = _interpret(
+        "workloads", str(SCALE), str(batch), *(["--small"] if small else [])
+    )
     assert len({r["case"] for r in rows}) == len(PROGRAMS)
     assert not _failures(rows)
 

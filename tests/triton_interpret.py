@@ -4,12 +4,14 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
 (Triton reads it at import). Prints one JSON line per case:
 ``{"case": ..., "form": ..., "errors": [...]}`` or ``{"case": ..., "error": ...}``.
 
-    TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...]
+    TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...] [--small]
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
 import traceback
@@ -67,11 +69,27 @@ def check(case: str, module, inputs) -> None:
     sys.stdout.flush()
 
 
-def workloads(scale: int, batches: tuple[int, ...] = (1, 8)) -> None:
+SMALL_GRID = {"blocks": 8, "forloop": 8}
+"""Grid and for-loop sizes for hand-written µGraphs in ``--small`` runs: the
+interpreter runs every block and every iteration one after another, so the
+same µGraph with fewer, larger tiles checks the same code in far less time."""
+
+
+def sized(build, small: bool):
+    """``build`` with the ``SMALL_GRID`` sizes it takes, when ``small``."""
+    if not small:
+        return build
+    params = inspect.signature(build).parameters
+    return functools.partial(
+        build, **{k: v for k, v in SMALL_GRID.items() if k in params}
+    )
+
+
+def workloads(scale: int, batches: tuple[int, ...] = (1, 8), small=False) -> None:
     from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
     builders = [(n, w.module) for n, w in sorted(WORKLOADS.items())]
-    builders += [(n, b) for n, (_, b) in sorted(HANDWRITTEN.items())]
+    builders += [(n, sized(b, small)) for n, (_, b) in sorted(HANDWRITTEN.items())]
     for name, build in builders:
         for batch in batches:
             module = build(batch, scale)
@@ -88,8 +106,10 @@ def random_cases(count: int, first: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    what, n = sys.argv[1], int(sys.argv[2])
+    small = "--small" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--small"]
+    what, n = args[0], int(args[1])
     if what == "workloads":
-        workloads(n, tuple(int(b) for b in sys.argv[3:]) or (1, 8))
+        workloads(n, tuple(int(b) for b in args[2:]) or (1, 8), small)
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

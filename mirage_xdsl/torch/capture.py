@@ -17,11 +17,17 @@ Semantics the kernel dialect fixes, and that capture therefore adopts:
 
 - softmax is ``exp(x) / sum(exp(x))``, without subtracting the row maximum:
   the workloads define attention this way (inputs are kept small);
-- RMSNorm has unit weight and no epsilon (``x / sqrt(mean(x^2))``); the
-  epsilon of ``F.rms_norm`` / ``nn.RMSNorm`` and of ``mean(x^2) + eps`` is
-  dropped, and a weight is accepted only when it is all ones;
+- RMSNorm has no epsilon (``x / sqrt(mean(x^2))``); the epsilon of
+  ``F.rms_norm`` / ``nn.RMSNorm`` and of ``mean(x^2) + eps`` is dropped, and a
+  weight other than all ones becomes a broadcast multiply;
 - reductions keep the reduced dim (``keepdim=True``) and element-wise operands
-  have equal ranks, because the dialect has no reshape.
+  have equal ranks, because the dialect has no reshape or transpose.
+
+Module parameters and buffers are constants, so the shape changes the dialect
+lacks are applied to them once, at capture: a transposed, reshaped or expanded
+weight (``x @ W.T``, ``nn.Linear``'s ``[out, in]`` weight, a bias shaped to
+broadcast) becomes an input holding the changed copy. The same changes on a
+computed tensor are refused.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from xdsl.ir import SSAValue
 
 from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
+    DTYPES,
     RMS_NORM_FORMS,
     CaptureError,
     node_dtype,
@@ -153,6 +160,17 @@ class Converter:
         }[v.kind]
         use = "x * sigmoid(x) (SiLU)" if v.kind == "sigmoid" else RMS_NORM_FORMS
         raise unsupported(v.node, f"{what} is only supported as part of {use}")
+
+    def constant(self, tensor: torch.Tensor) -> SSAValue:
+        """A tensor computed at capture from parameters (a transposed weight, a
+        bias shaped to broadcast): a new trailing input, passed like a parameter."""
+        if tensor.dtype not in DTYPES:
+            raise CaptureError(
+                f"error: a parameter of dtype {tensor.dtype} "
+                "(mirage supports f16, bf16, f32)"
+            )
+        self.parameters.append(tensor)
+        return self.graph.new_input(tuple(tensor.shape), DTYPES[tensor.dtype])
 
     def _convert(self, node: fx.Node) -> None:
         rule = ATEN_RULES.get(getattr(node.target, "overloadpacket", node.target))

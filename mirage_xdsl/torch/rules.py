@@ -66,21 +66,26 @@ class Converter(Protocol):
         """The SSA value of a converted node."""
         ...
 
+    def constant(self, tensor: torch.Tensor) -> SSAValue:
+        """A tensor computed at capture, passed in as a trailing input."""
+        ...
+
 
 Rule = Callable[..., Value]
 
 
-def _tensor_operands(c: Converter, node: fx.Node, *args: Any) -> list[SSAValue]:
-    """Materialised tensor operands; scalars are refused (no constants exist)."""
-    values = []
+def _refuse_scalars(node: fx.Node, *args: Any) -> None:
     for a in args:
         if not isinstance(a, fx.Node):
             raise unsupported(
-                node,
-                f"scalar operand {a!r}; the kernel dialect has no constants",
+                node, f"scalar operand {a!r}; the kernel dialect has no constants"
             )
-        values.append(c.value(a))
-    return values
+
+
+def _tensor_operands(c: Converter, node: fx.Node, *args: Any) -> list[SSAValue]:
+    """Materialised tensor operands; scalars are refused (no constants exist)."""
+    _refuse_scalars(node, *args)
+    return [c.value(a) for a in args]
 
 
 def _check(node: fx.Node, rule: Callable[..., Any], *shape_args: Any) -> None:
@@ -102,10 +107,80 @@ def _is_x_of(c: Converter, a: Any, partial: Partial) -> bool:
     return c.value(a) is partial.x
 
 
+def _parameter(c: Converter, a: Any) -> torch.Tensor | None:
+    """The tensor of a module parameter or buffer operand, else None."""
+    v = c.env.get(a) if isinstance(a, fx.Node) else None
+    return v.tensor if isinstance(v, Parameter) else None
+
+
+def _batched(weight: torch.Tensor, batch: Sequence[int]) -> torch.Tensor:
+    """``weight`` repeated over the batch dims of the operand it multiplies.
+
+    The dialect's matmul wants equal batch dims on both sides; a weight shared
+    by every batch entry is therefore passed once per entry.
+    """
+    return weight.expand(*batch, *weight.shape[-2:]).contiguous()
+
+
 def matmul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
-    x, y = _tensor_operands(c, node, a, b)
-    _check(node, shapes.matmul, node_shape(a), node_shape(b))
-    return c.graph.matmul(x, y)
+    """``a @ b``; a 2-d parameter against a batched operand is batched at capture."""
+    _refuse_scalars(node, a, b)
+    sa, sb = node_shape(a), node_shape(b)
+    if len(sb) == 2 and len(sa) > 2 and (w := _parameter(c, b)) is not None:
+        return c.graph.matmul(c.value(a), c.constant(_batched(w, sa[:-2])))
+    if len(sa) == 2 and len(sb) > 2 and (w := _parameter(c, a)) is not None:
+        return c.graph.matmul(c.constant(_batched(w, sb[:-2])), c.value(b))
+    _check(node, shapes.matmul, sa, sb)
+    return c.graph.matmul(c.value(a), c.value(b))
+
+
+def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
+    """``F.linear`` / ``nn.Linear``: ``x @ W.T + b``, with the ``[out, in]``
+    weight transposed (and the bias shaped to broadcast) once, at capture."""
+    weight = _parameter(c, w)
+    if weight is None:
+        raise unsupported(
+            node,
+            "a weight that is not a module parameter or buffer (its transpose "
+            "would be computed on the GPU, and the kernel dialect has no transpose)",
+        )
+    (value,) = _tensor_operands(c, node, x)
+    batch = node_shape(x)[:-2]
+    y = c.graph.matmul(value, c.constant(_batched(weight.t(), batch)))
+    if b is None:
+        return y
+    bias = _parameter(c, b)
+    if bias is None:
+        raise unsupported(node, "a bias that is not a module parameter or buffer")
+    rank = len(node_shape(node))
+    return c.graph.add(y, c.constant(bias.reshape((1,) * (rank - 1) + (-1,))))
+
+
+SAME_DATA = {
+    aten.view.default,
+    aten.reshape.default,
+    aten.expand.default,
+}
+"""Shape changes that, at an unchanged shape, leave every element in place."""
+
+
+def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
+    """A transpose, permute, reshape or expand of a parameter, applied to the
+    parameter at capture; the dialect has no such op for computed tensors."""
+    tensor = _parameter(c, a)
+    if (
+        tensor is None
+        and node.target in SAME_DATA
+        and node_shape(node) == node_shape(a)
+    ):
+        return c.env[a]  # a view that changes nothing
+    if tensor is None:
+        raise unsupported(
+            node,
+            "a transpose or reshape of a computed tensor (the kernel dialect has "
+            "neither; only module parameters and buffers are changed, at capture)",
+        )
+    return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
 
 
 def elementwise(kind: str) -> Rule:
@@ -219,15 +294,21 @@ def rms_norm(
     weight: Any = None,
     eps: Any = None,
 ) -> Value:
-    """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim, with unit weight."""
+    """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim; a weight other than
+    all ones multiplies the result, broadcast over the rows."""
     if list(normalized_shape) != [node_shape(a)[-1]]:
         raise unsupported(node, "RMSNorm over more than the last dim")
-    if weight is not None:
-        w = c.env.get(weight)
-        if not (isinstance(w, Parameter) and bool(torch.all(w.tensor == 1))):
-            raise unsupported(node, "RMSNorm with a weight that is not all ones")
     (x,) = _tensor_operands(c, node, a)
-    return c.graph.rms_norm(x)
+    normed = c.graph.rms_norm(x)
+    if weight is None:
+        return normed
+    w = _parameter(c, weight)
+    if w is None:
+        raise unsupported(node, "RMSNorm with a weight that is not a parameter")
+    if bool(torch.all(w == 1)):
+        return normed
+    rank = len(node_shape(a))
+    return c.graph.mul(normed, c.constant(w.reshape((1,) * (rank - 1) + (-1,))))
 
 
 def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Value:
@@ -243,6 +324,15 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.matmul: matmul,
     aten.mm: matmul,
     aten.bmm: matmul,
+    aten.linear: linear,
+    aten.t: shape_change,
+    aten.numpy_T: shape_change,
+    aten.transpose: shape_change,
+    aten.permute: shape_change,
+    aten.view: shape_change,
+    aten.reshape: shape_change,
+    aten.unsqueeze: shape_change,
+    aten.expand: shape_change,
     aten.add: add,
     aten.mul: mul,
     aten.div: div,
