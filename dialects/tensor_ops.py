@@ -94,6 +94,11 @@ class TensorOp(IRDLOperation):
     def verify_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
 
+    def constant_args(self) -> list[float]:
+        """The float constants the constructor takes after the operands, so
+        the same op can be rebuilt at another level: ``cls(*xs, *constants)``."""
+        return []
+
     def verify_(self) -> None:
         check_float_tensors(self)
         try:
@@ -155,6 +160,9 @@ class ScalarOp(TensorOp):
     def value(self) -> float:
         """The constant as a Python float."""
         return self.scalar.value.data
+
+    def constant_args(self) -> list[float]:
+        return [self.value]
 
     def verify_shape(self) -> tuple[int, ...]:
         check_finite(self, "scalar", self.value)
@@ -286,6 +294,9 @@ class RmsNormBase(TensorOp):
     def eps_value(self) -> float:
         """The epsilon as a Python float (0 when absent)."""
         return 0.0 if self.eps is None else self.eps.value.data
+
+    def constant_args(self) -> list[float]:
+        return [self.eps_value] if self.eps_value else []
 
     def verify_shape(self) -> tuple[int, ...]:
         check_finite(self, "eps", self.eps_value)
