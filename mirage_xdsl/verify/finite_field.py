@@ -196,7 +196,12 @@ class FiniteFieldDomain:
         self._skip_p = op is not None and op in self.exponent_only
 
     def _p(self, fn: Any, *args: Any) -> Any:
-        return None if self._skip_p else fn(*args)
+        """``fn(*args)`` on Z_p residues, or None where they are not wanted or
+        an operand has none: a value without them is an exponent-only result,
+        which only dead code (an op whose result nothing reads) reads mod p."""
+        if self._skip_p or any(a is None for a in args):
+            return None
+        return fn(*args)
 
     # --- conversion ----------------------------------------------------------
 
