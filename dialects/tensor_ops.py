@@ -11,9 +11,8 @@ their tables by ``KIND``, so each op says once what it means.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import math
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
@@ -144,9 +143,7 @@ class ScalarOp(TensorOp):
     scalar = prop_def(FloatAttr[Float64Type])
     result = result_def(TensorType)
 
-    assembly_format = (
-        "$input `,` $scalar attr-dict `:` type($input) `->` type($result)"
-    )
+    assembly_format = "$input `,` $scalar attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, input: SSAValue | Operation, scalar: float):
         input = SSAValue.get(input)
@@ -332,6 +329,7 @@ SquareBase = unary("square", "Element-wise x * x.")
 AddBase = binary("add", "Element-wise sum with broadcasting.")
 MulBase = binary("mul", "Element-wise product with broadcasting.")
 DivBase = binary("div", "Element-wise quotient with broadcasting.")
+
 
 def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
     """Abstract scalar-constant base carrying a ``KIND``."""

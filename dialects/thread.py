@@ -99,6 +99,17 @@ class YieldOp(IRDLOperation):
 
 Thread = Dialect(
     "thread",
-    [AddOp, MulOp, DivOp, ExpOp, SiluOp, SqrtOp, SquareOp, MulScalarOp, AddScalarOp, YieldOp],
+    [
+        AddOp,
+        MulOp,
+        DivOp,
+        ExpOp,
+        SiluOp,
+        SqrtOp,
+        SquareOp,
+        MulScalarOp,
+        AddScalarOp,
+        YieldOp,
+    ],
     [],
 )

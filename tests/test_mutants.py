@@ -65,7 +65,11 @@ def scaled_program():
     from mirage_xdsl.ir.builder import new_kernel_graph
 
     g = new_kernel_graph("scaled")
-    q, k, v = g.new_input((2, 8, 16)), g.new_input((2, 16, 32)), g.new_input((2, 32, 16))
+    q, k, v = (
+        g.new_input((2, 8, 16)),
+        g.new_input((2, 16, 32)),
+        g.new_input((2, 32, 16)),
+    )
     e = g.exp(g.mul_scalar(g.matmul(q, k), 0.125))
     p = g.div(e, g.reduction(e, 2))
     g.mark_output(g.matmul(p, g.rms_norm(g.add_scalar(v, 0.75), eps=1e-2)))

@@ -215,6 +215,8 @@ def unary_specs(constants: tuple) -> list[tuple[str, tuple]]:
     target's constant-carrying ops (``mul_scalar`` by each of its constants,
     ``rms_norm`` with each of its epsilons)."""
     return [(kind, ()) for kind in UNARY] + list(constants)
+
+
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 

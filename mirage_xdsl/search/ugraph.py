@@ -193,9 +193,7 @@ def _thread_graph(
     local: dict[int, SSAValue] = dict(zip(external, body.args, strict=True))
     for i in group:
         op = graph.ops[i]
-        new = THREAD_OPS[op.kind](
-            *[local[v] for v in op.operands], *constant_args(op)
-        )
+        new = THREAD_OPS[op.kind](*[local[v] for v in op.operands], *constant_args(op))
         body.add_op(new)
         local[first + i] = new.results[0]
     body.add_op(thread.YieldOp([local[v] for v in results]))

@@ -43,6 +43,7 @@ P = 67108187
 Q = 33554093
 """The exponent prime: q divides p - 1, so Z_p^* has a subgroup of order q."""
 
+
 def field_rational(c: float) -> int:
     """The finite float ``c`` as one residue mod p*q: numerator times the
     inverse of its power-of-two denominator (CRT: reducing it mod p and mod q
