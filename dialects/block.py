@@ -267,6 +267,18 @@ class SquareOp(t.SquareBase):
 
 
 @irdl_op_definition
+class MulScalarOp(t.MulScalarBase):
+    name = "block.mul_scalar"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class AddScalarOp(t.AddScalarBase):
+    name = "block.add_scalar"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "block.rms_norm"
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
@@ -353,6 +365,8 @@ BlockDialect = Dialect(
         SiluOp,
         SqrtOp,
         SquareOp,
+        MulScalarOp,
+        AddScalarOp,
         RmsNormOp,
         ReduceSumOp,
         ConcatOp,

@@ -89,6 +89,18 @@ class SquareOp(t.SquareBase):
 
 
 @irdl_op_definition
+class MulScalarOp(t.MulScalarBase):
+    name = "kernel.mul_scalar"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class AddScalarOp(t.AddScalarBase):
+    name = "kernel.add_scalar"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "kernel.rms_norm"
     traits = traits_def(Pure())
@@ -214,6 +226,8 @@ Kernel = Dialect(
         SiluOp,
         SqrtOp,
         SquareOp,
+        MulScalarOp,
+        AddScalarOp,
         RmsNormOp,
         ReduceSumOp,
         CustomizedOp,

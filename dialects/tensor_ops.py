@@ -11,6 +11,7 @@ their tables by ``KIND``, so each op says once what it means.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -18,6 +19,8 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    Float64Type,
+    FloatAttr,
     IntegerAttr,
     TensorType,
 )
@@ -25,6 +28,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
 )
@@ -89,6 +93,11 @@ class TensorOp(IRDLOperation):
     def verify_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
 
+    def constant_args(self) -> list[float]:
+        """The float constants the constructor takes after the operands, so
+        the same op can be rebuilt at another level: ``cls(*xs, *constants)``."""
+        return []
+
     def verify_(self) -> None:
         check_float_tensors(self)
         try:
@@ -111,6 +120,49 @@ class UnaryOp(TensorOp):
         super().__init__(operands=[input], result_types=[input.type])
 
     def verify_shape(self) -> tuple[int, ...]:
+        return tensor_shape(self.input)
+
+
+def check_finite(op: Operation, what: str, value: float) -> None:
+    """A constant must be a finite number: NaN or infinity has no exact meaning in
+    the finite-field verifier and would poison every value it touches."""
+    if not math.isfinite(value):
+        raise VerifyException(
+            f"'{op.name}' {what} must be a finite number, got {value}"
+        )
+
+
+class ScalarOp(TensorOp):
+    """Element-wise op with a float constant ``scalar`` (an f64 property).
+
+    The constant is kept as f64 so a Python float round-trips exactly; the
+    lowering prints it exactly and the verifier reads it as an exact rational.
+    """
+
+    input = operand_def(TensorType)
+    scalar = prop_def(FloatAttr[Float64Type])
+    result = result_def(TensorType)
+
+    assembly_format = "$input `,` $scalar attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, scalar: float):
+        input = SSAValue.get(input)
+        super().__init__(
+            operands=[input],
+            properties={"scalar": FloatAttr(float(scalar), Float64Type())},
+            result_types=[input.type],
+        )
+
+    @property
+    def value(self) -> float:
+        """The constant as a Python float."""
+        return self.scalar.value.data
+
+    def constant_args(self) -> list[float]:
+        return [self.value]
+
+    def verify_shape(self) -> tuple[int, ...]:
+        check_finite(self, "scalar", self.value)
         return tensor_shape(self.input)
 
 
@@ -214,6 +266,44 @@ class ConcatBase(TensorOp):
         )
 
 
+class RmsNormBase(TensorOp):
+    """RMSNorm over the last dim with unit weight: x / sqrt(mean(x^2) + eps).
+
+    ``eps`` is optional and printed only when set; absent means 0.
+    """
+
+    KIND: ClassVar[str] = "rms_norm"
+
+    input = operand_def(TensorType)
+    eps = opt_prop_def(FloatAttr[Float64Type])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input (`eps` $eps^)? attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, eps: float = 0.0):
+        input = SSAValue.get(input)
+        props = {"eps": FloatAttr(float(eps), Float64Type())} if eps else {}
+        super().__init__(operands=[input], properties=props, result_types=[input.type])
+
+    @property
+    def eps_value(self) -> float:
+        """The epsilon as a Python float (0 when absent)."""
+        return 0.0 if self.eps is None else self.eps.value.data
+
+    def constant_args(self) -> list[float]:
+        return [self.eps_value] if self.eps_value else []
+
+    def verify_shape(self) -> tuple[int, ...]:
+        check_finite(self, "eps", self.eps_value)
+        if self.eps_value < 0:
+            raise VerifyException(
+                f"'{self.name}' eps must not be negative, got {self.eps_value}"
+            )
+        return tensor_shape(self.input)
+
+
 def unary(kind_name: str, doc: str) -> type[UnaryOp]:
     """Abstract unary base carrying a ``KIND``; dialects subclass it with a name."""
     return type(
@@ -236,12 +326,24 @@ ExpBase = unary("exp", "Element-wise e^x.")
 SiluBase = unary("silu", "Element-wise x * sigmoid(x).")
 SqrtBase = unary("sqrt", "Element-wise square root.")
 SquareBase = unary("square", "Element-wise x * x.")
-RmsNormBase = unary(
-    "rms_norm", "RMSNorm over the last dim with unit weight: x / sqrt(mean(x^2))."
-)
 AddBase = binary("add", "Element-wise sum with broadcasting.")
 MulBase = binary("mul", "Element-wise product with broadcasting.")
 DivBase = binary("div", "Element-wise quotient with broadcasting.")
 
+
+def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
+    """Abstract scalar-constant base carrying a ``KIND``."""
+    return type(
+        f"{kind_name.title().replace('_', '')}Base",
+        (ScalarOp,),
+        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
+    )
+
+
+MulScalarBase = scalar("mul_scalar", "Element-wise product with a constant: x * c.")
+AddScalarBase = scalar("add_scalar", "Element-wise sum with a constant: x + c.")
+
 UNARY_KINDS = ("exp", "silu", "sqrt", "square", "rms_norm")
 BINARY_KINDS = ("add", "mul", "div")
+SCALAR_KINDS = ("mul_scalar", "add_scalar")
+"""Element-wise ops with a float constant; each reads ``op.value``."""

@@ -70,6 +70,18 @@ class SquareOp(t.SquareBase):
 
 
 @irdl_op_definition
+class MulScalarOp(t.MulScalarBase):
+    name = "thread.mul_scalar"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class AddScalarOp(t.AddScalarBase):
+    name = "thread.add_scalar"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
 class YieldOp(IRDLOperation):
     """Returns the thread graph's results to the enclosing block graph."""
 
@@ -87,6 +99,17 @@ class YieldOp(IRDLOperation):
 
 Thread = Dialect(
     "thread",
-    [AddOp, MulOp, DivOp, ExpOp, SiluOp, SqrtOp, SquareOp, YieldOp],
+    [
+        AddOp,
+        MulOp,
+        DivOp,
+        ExpOp,
+        SiluOp,
+        SqrtOp,
+        SquareOp,
+        MulScalarOp,
+        AddScalarOp,
+        YieldOp,
+    ],
     [],
 )

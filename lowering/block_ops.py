@@ -20,10 +20,10 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.lowering.gpu_builder import Ix
 from mirage_xdsl.lowering.matmul import block_matmul
 from mirage_xdsl.lowering.tiles import (
-    SCALAR,
     WARP,
     TileEnv,
     TileRef,
+    element_fn,
     first_lane,
     for_each_element,
     load,
@@ -36,10 +36,11 @@ def elementwise(env: TileEnv, op: t.TensorOp) -> None:
     b = env.b
     ins = [env.tile(v) for v in op.operands]
     dst = env.tile(op.results[0])
+    fn = element_fn(op)
 
     def element(index: list[Ix]) -> None:
         args = [load(b, tile, index) for tile in ins]
-        store(b, SCALAR[op.KIND](b, *args), dst, index)
+        store(b, fn(b, *args), dst, index)
 
     for_each_element(b, env.threads, dst.shape, element)
 
@@ -86,7 +87,7 @@ def thread_graph(env: TileEnv, op: block.ThreadGraphOp) -> None:
 
             for inner in ops:
                 args = [value(v) for v in inner.operands]
-                values[inner.results[0]] = SCALAR[inner.KIND](b, *args)
+                values[inner.results[0]] = element_fn(inner)(b, *args)
             for v, tile in group:
                 store(b, value(v), tile, index)
 
@@ -111,7 +112,10 @@ def rms_norm(env: TileEnv, op: block.RmsNormOp) -> None:
     length = src.shape[dim]
 
     def finish(index: list[Ix], total: SSAValue, lane: SSAValue | None) -> None:
-        scale = b.divf(b.f32(1.0), b.sqrt(b.divf(total, b.f32(float(length)))))
+        mean = b.divf(total, b.f32(float(length)))
+        if op.eps_value:
+            mean = b.addf(mean, b.f32(op.eps_value))
+        scale = b.divf(b.f32(1.0), b.sqrt(mean))
 
         def write(j: SSAValue, _) -> tuple[()]:
             at = [*index[:-1], j]
@@ -148,7 +152,8 @@ def concat(env: TileEnv, op: block.ConcatOp) -> None:
 
 LOWERINGS: dict[str, Callable[..., None]] = {
     **{
-        kind: elementwise for kind in (*t.BINARY_KINDS, "exp", "silu", "sqrt", "square")
+        kind: elementwise
+        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, "exp", "silu", "sqrt", "square")
     },
     "rms_norm": rms_norm,
     "reduce_sum": reduce_sum,

@@ -118,7 +118,7 @@ def elementwise(op: t.TensorOp) -> BlockGraph:
     ins = [
         bg.new_input(v, imap_for(dims, t.tensor_shape(v), out), -1) for v in op.operands
     ]
-    result = BLOCK_OPS[op.KIND](*ins)
+    result = BLOCK_OPS[op.KIND](*ins, *op.constant_args())
     bg.block.add_op(result)
     bg.new_output(result.results[0], dims)
     return bg
@@ -157,7 +157,7 @@ def rms_norm(op: kernel.RmsNormOp) -> BlockGraph:
     grid, dims = grid_of(factors, lead)
     bg = new_threadblock_graph(grid, THREADS, 1)
     tile = bg.new_input(op.input, dims, -1)
-    bg.new_output(bg.rms_norm(tile), dims)
+    bg.new_output(bg.rms_norm(tile, op.eps_value), dims)
     return bg
 
 
@@ -198,7 +198,8 @@ def matmul(op: kernel.MatmulOp) -> BlockGraph:
 
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     **{
-        kind: elementwise for kind in (*t.BINARY_KINDS, "exp", "silu", "sqrt", "square")
+        kind: elementwise
+        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, "exp", "silu", "sqrt", "square")
     },
     "reduce_sum": reduce_sum,
     "rms_norm": rms_norm,

@@ -77,7 +77,10 @@ def fuse(members: list[Operation]) -> block.ThreadGraphOp:
     body = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args, strict=True))
     for op in members:
-        new = THREAD_OPS[op.KIND](*[mapping[v] for v in op.operands])  # type: ignore[attr-defined]
+        new = THREAD_OPS[op.KIND](  # type: ignore[attr-defined]
+            *[mapping[v] for v in op.operands],
+            *op.constant_args(),  # type: ignore[attr-defined]
+        )
         body.add_op(new)
         mapping[op.results[0]] = new.results[0]
     body.add_op(thread.YieldOp([mapping[root.results[0]]]))

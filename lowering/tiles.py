@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
@@ -182,3 +182,19 @@ SCALAR: dict[str, Callable[..., SSAValue]] = {
     "silu": silu,
 }
 """Per-element f32 arithmetic of each element-wise ``KIND``."""
+
+WITH_CONSTANT: dict[str, Callable[..., SSAValue]] = {
+    "mul_scalar": GpuBuilder.mulf,
+    "add_scalar": GpuBuilder.addf,
+}
+"""Per-element f32 arithmetic of each ``KIND`` that combines with its constant."""
+
+
+def element_fn(op: Any) -> Callable[..., SSAValue]:
+    """The per-element f32 function of an element-wise op: its ``KIND``'s
+    :data:`SCALAR` entry, or for ``mul_scalar`` / ``add_scalar`` the
+    :data:`WITH_CONSTANT` entry with the op's constant as an f32 literal."""
+    if op.KIND in WITH_CONSTANT:
+        combine, c = WITH_CONSTANT[op.KIND], op.value
+        return lambda b, x: combine(b, x, b.f32(c))
+    return SCALAR[op.KIND]

@@ -44,7 +44,8 @@ SMALL_MATMUL_FORMS = ("dot", "fma")
 BLOCK_OPS: dict[str, type[t.TensorOp]] = {
     cls.KIND: cls
     for cls in block.BlockDialect.operations
-    if issubclass(cls, t.TensorOp) and cls.KIND in t.UNARY_KINDS + t.BINARY_KINDS
+    if issubclass(cls, t.TensorOp)
+    and cls.KIND in t.UNARY_KINDS + t.BINARY_KINDS + t.SCALAR_KINDS
 }
 """The block-level op for each element-wise ``KIND``."""
 
@@ -59,7 +60,10 @@ def inline_thread_graph(graph: block.ThreadGraphOp) -> None:
             for result, value in zip(graph.outputs, op.operands, strict=True):
                 result.replace_all_uses_with(mapping[value])
             continue
-        new = BLOCK_OPS[op.KIND](*[mapping[v] for v in op.operands])  # type: ignore[attr-defined]
+        new = BLOCK_OPS[op.KIND](  # type: ignore[attr-defined]
+            *[mapping[v] for v in op.operands],
+            *op.constant_args(),  # type: ignore[attr-defined]
+        )
         Rewriter.insert_op(new, InsertPoint.before(graph))
         mapping[op.results[0]] = new.results[0]
     graph.detach()

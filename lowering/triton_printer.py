@@ -36,9 +36,15 @@ TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
 
-CLEAN_UNARY = ("silu", "sqrt", "square")
+CLEAN_UNARY = ("silu", "sqrt", "square", "mul_scalar")
 """Unary kinds that map 0 to 0, so padding stays zero."""
 CLEAN_BINARY = ("add", "mul")
+
+
+def float_literal(c: float) -> str:
+    """A constant as a Python literal that reads back as exactly ``c`` (its
+    ``repr``), in parentheses when negative so it binds inside any expression."""
+    return f"({c!r})" if c < 0 else repr(c)
 
 
 def shape_str(shape: tuple[int, ...]) -> str:
@@ -326,14 +332,20 @@ class KernelPrinter:
                 expr = f"tl.sqrt({x[0]})"
             case "square":
                 expr = f"{x[0]} * {x[0]}"
+            case "mul_scalar":
+                expr = f"{x[0]} * {float_literal(op.value)}"  # type: ignore[attr-defined]
+            case "add_scalar":
+                expr = f"{x[0]} + {float_literal(op.value)}"  # type: ignore[attr-defined]
             case "rms_norm":
                 m = self.masked(args[0], phase)
                 n = real[-1]
                 r = self.fresh("r")
+                e = op.eps_value  # type: ignore[attr-defined]
+                eps = f" + {float_literal(e)}" if e else ""
                 self.emit(
                     phase,
                     f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
-                    f"axis={len(real) - 1}, keep_dims=True) / {n}.0)",
+                    f"axis={len(real) - 1}, keep_dims=True) / {n}.0{eps})",
                 )
                 expr = f"{x[0]} / {r}"
             case _:

@@ -325,3 +325,20 @@ def test_one_kernel_lora_with_block_concat():
     oracle = SubexprOracle([want], use_z3=False)
     values = exprs_of_function(entry_function(module), INPUT_NAMES["lora"])
     assert all(oracle.is_subexpr(e) for e in values.values())
+
+
+def test_constants_are_variables_of_their_own():
+    """x * c is mul(x, const_c): different constants give different terms, and
+    rms_norm's eps is the constant added before the sqrt."""
+    from mirage_xdsl.search.pruning.abstract_expr import constant, op_expr, var
+
+    x = var("x")
+    eighth = op_expr("mul_scalar", [x], [(4, 8)], {"scalar": 0.125})
+    assert str(eighth) == "mul(x, const_1_8)"
+    assert eighth != op_expr("mul_scalar", [x], [(4, 8)], {"scalar": 0.25})
+    assert str(op_expr("add_scalar", [x], [(4, 8)], {"scalar": -1.5})) == (
+        "add(x, const_m3_2)"
+    )
+    plain = op_expr("rms_norm", [x], [(4, 8)], {})
+    eps = op_expr("rms_norm", [x], [(4, 8)], {"eps": 1e-6})
+    assert plain != eps and constant(1e-6).param in str(eps)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mirage_xdsl.ir.context import make_context
@@ -68,3 +69,16 @@ def test_missing_nvrtc_is_one_line(monkeypatch) -> None:
         assert "nvidia-cuda-nvrtc" in str(info.value)
     finally:
         nvrtc.library.cache_clear()
+
+
+CONSTANTS = Path(__file__).parent / "filecheck" / "inputs" / "constants.mlir"
+
+
+@needs_nvrtc
+def test_float_constants_compile() -> None:
+    """mul_scalar, add_scalar (thread graph included) and rms_norm eps."""
+    module = parse(make_context(), CONSTANTS.read_text(), str(CONSTANTS))
+    program = generate_program(module)
+    # the constant's fp32 value, printed exactly (repr of that float)
+    assert f"{float(np.float32(0.10206207261596575))!r}f" in program.source
+    check_program(program)

@@ -241,3 +241,12 @@ def test_outputs_are_stored_after_the_ops_that_follow_them() -> None:
     g.mark_output(first)
     g.mark_output(second)
     assert_emulation_matches(g.module(), seed=6)
+
+
+def test_float_constants_are_emulated_correctly() -> None:
+    """mul_scalar, add_scalar (also in a thread graph) and rms_norm eps, through
+    the CUDA lowering, match the interpreter."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "filecheck" / "inputs" / "constants.mlir"
+    assert_emulation_matches(parse(make_context(), path.read_text(), str(path)))

@@ -57,3 +57,33 @@ def test_mutants_are_valid_and_distinct() -> None:
         m.module.verify()
     kinds = {m.description.split(": ")[1].split(" ")[0] for m in found}
     assert {"imap", "omap", "operand", "swap", "drop", "double"} <= kinds
+
+
+def scaled_program():
+    """Scaled attention with a shifted, normalised value input: every kind of
+    float constant (``mul_scalar``, ``add_scalar``, ``rms_norm`` eps)."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph("scaled")
+    q, k, v = (
+        g.new_input((2, 8, 16)),
+        g.new_input((2, 16, 32)),
+        g.new_input((2, 32, 16)),
+    )
+    e = g.exp(g.mul_scalar(g.matmul(q, k), 0.125))
+    p = g.div(e, g.reduction(e, 2))
+    g.mark_output(g.matmul(p, g.rms_norm(g.add_scalar(v, 0.75), eps=1e-2)))
+    return g.module()
+
+
+def test_constant_mutants_are_rejected() -> None:
+    plain = scaled_program()
+    corpus = mutants(plain)
+    constants = [m for m in corpus if ": constant" in m.description]
+    assert len(constants) == 9  # three wrong values for each of three constants
+    for mutant in corpus:
+        if float_check(plain, mutant.module).agree:
+            assert ": constant" not in mutant.description
+            continue
+        verdict = equivalent(plain, mutant.module)
+        assert not verdict.equivalent, f"accepted mutant {mutant.description}"

@@ -251,3 +251,32 @@ def test_parallel_verification_gives_the_serial_answer(monkeypatch) -> None:
     assert parallel.verified == serial.verified
     assert parallel.best_cost == serial.best_cost
     assert parallel.kernels_after == serial.kernels_after
+
+
+def test_scaled_attention_fuses_its_scale() -> None:
+    """softmax((Q·K) * 0.125)·V becomes one customized kernel that applies the
+    scale in-kernel, with the target's constant (the search takes constants
+    from the program; it cannot invent them)."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.dialects import tensor_ops as t
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.verify import equivalent
+
+    g = new_kernel_graph("scaled")
+    q, k, v = (
+        g.new_input((2, 16, 16)),
+        g.new_input((2, 16, 64)),
+        g.new_input((2, 64, 16)),
+    )
+    e = g.exp(g.mul_scalar(g.matmul(q, k), 0.125))
+    g.mark_output(g.matmul(g.div(e, g.reduction(e, 2)), v))
+    program = g.module()
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir="none"
+    )
+    op = only_customized(outcome)
+    scales = [o for o in op.walk() if isinstance(o, t.ScalarOp)]
+    assert [(s.KIND, s.value) for s in scales] == [("mul_scalar", 0.125)]
+    assert_same_function(program, outcome)
+    assert equivalent(program, ModuleOp([outcome.function.clone()])).equivalent

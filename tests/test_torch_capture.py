@@ -77,7 +77,9 @@ def test_unsupported_op_names_op_and_user_line():
 @pytest.mark.parametrize(
     "fn, fragment",
     [
-        (lambda x: x * 2.0, "scalar operand 2.0; the kernel dialect has no constants"),
+        (lambda x: 1.0 - x, "c - x (the kernel dialect has x - c only)"),
+        (lambda x: x - x, "a difference of tensors"),
+        (lambda x: torch.add(x, 1.0, alpha=2), "options {'alpha': 2}"),
         (lambda x: x.mean(-1, keepdim=True) + x, "'aten.mean' is not supported"),
         (lambda x: x + x[0], "'aten.select'"),
         (lambda x: x.sum(-1), "keepdim=True"),
@@ -113,6 +115,58 @@ RMS_FORMS = {
 def test_rms_norm_forms(form):
     module = capture(RMS_FORMS[form], half((4, 16)))
     assert kernel_ops(module) == ["kernel.rms_norm"]
+
+
+@pytest.mark.parametrize(
+    "fn, op, constant",
+    [
+        (lambda x: x * 2.0, "kernel.mul_scalar", 2.0),
+        (lambda x: 0.5 * x, "kernel.mul_scalar", 0.5),
+        (lambda x: x / 8, "kernel.mul_scalar", 0.125),
+        (lambda x: x + 1.0, "kernel.add_scalar", 1.0),
+        (lambda x: 1.0 + x, "kernel.add_scalar", 1.0),
+        (lambda x: x - 0.25, "kernel.add_scalar", -0.25),
+    ],
+)
+def test_python_scalars_become_constant_ops(fn, op, constant):
+    (x,) = half((4, 16))
+    module = capture(fn, [x])
+    (found,) = [o for o in module.walk() if o.name.startswith("kernel.")]
+    assert found.name == op and found.value == constant
+    out = MirageFunction(capture_program(fn, [x]))(x)
+    assert rel_err(out.float().numpy(), fn(x.float()).numpy()) < 1e-3
+
+
+def test_scaled_attention_captures_and_matches_torch():
+    def attention(q, k, v):
+        return torch.softmax((q @ k) * 0.125, -1) @ v
+
+    q, k, v = half((2, 8, 64), (2, 64, 32), (2, 32, 64), seed=3)
+    captured = capture_program(attention, [q, k, v])
+    assert "kernel.mul_scalar" in kernel_ops(captured.module)
+    out = MirageFunction(captured)(q, k, v)
+    ref = attention(q.float(), k.float(), v.float())
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-3
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        torch.nn.RMSNorm(16, eps=1e-6),
+        lambda x: F.rms_norm(x, (16,), eps=1e-6),
+        lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
+    ],
+    ids=["module", "functional", "rsqrt"],
+)
+def test_rms_norm_keeps_its_epsilon(form):
+    (x,) = half((4, 16), seed=2)
+    x = x.float() * 1e-3  # small rows, where eps matters
+    captured = capture_program(form, [x])
+    (norm,) = [o for o in captured.module.walk() if o.name == "kernel.rms_norm"]
+    assert norm.eps_value == 1e-6
+    out = MirageFunction(captured)(x)
+    ref = form(x).detach()
+    assert rel_err(out.float().numpy(), ref.numpy()) < 1e-4
 
 
 def test_rms_norm_with_a_trained_weight_multiplies_by_it():

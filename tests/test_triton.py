@@ -265,3 +265,21 @@ def test_auto_falls_back_to_cuda_for_what_triton_cannot_build() -> None:
         compile(module, backend="triton", tune=False)
     compiled = compile(module, tune=False)
     assert compiled.backend == "cuda" and "shared memory" in compiled.fallback
+
+
+# --- float constants (mul_scalar, add_scalar, rms_norm eps) -----------------------
+
+CONSTANTS = ROOT / "tests" / "filecheck" / "inputs" / "constants.mlir"
+
+
+def test_float_constants_compile_and_match_under_the_interpreter() -> None:
+    """The constants program compiles to cubin in every form and Triton's
+    interpreter reproduces our interpreter on it."""
+    module = parse(make_context(), CONSTANTS.read_text(), str(CONSTANTS))
+    for compiled in _compile_all_forms(module):
+        _check_compiled(compiled)
+    source = generate_triton(module).source
+    assert "* 0.10206207261596575" in source and "+ (-1.5)" in source
+    assert "/ 64.0 + 1e-06)" in source
+    rows = _interpret("file", str(CONSTANTS))
+    assert not _failures(rows), rows

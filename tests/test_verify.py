@@ -99,3 +99,29 @@ def test_cli_device_without_a_gpu_is_one_line_error(monkeypatch, capsys) -> None
     assert (
         capsys.readouterr().err == "error: --device cuda: torch sees no CUDA GPU here\n"
     )
+
+
+def _one_input(build):
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph()
+    x = g.new_input((4, 16))
+    g.mark_output(build(g, x))
+    return g.module()
+
+
+def test_scalar_constants_are_exact_rationals():
+    """A wrong constant is rejected; constants that multiply out equal are
+    accepted, also as exponents (exp(x/2)^2 = exp(x))."""
+    from mirage_xdsl.verify import equivalent as verify
+
+    eighth = _one_input(lambda g, x: g.mul_scalar(x, 0.125))
+    assert not verify(eighth, _one_input(lambda g, x: g.mul_scalar(x, 0.25))).equivalent
+    split = _one_input(lambda g, x: g.mul_scalar(g.mul_scalar(x, 0.5), 0.25))
+    assert verify(eighth, split).equivalent
+    half_exp = _one_input(lambda g, x: g.square(g.exp(g.mul_scalar(x, 0.5))))
+    assert verify(_one_input(lambda g, x: g.exp(x)), half_exp).equivalent
+    shifted = _one_input(lambda g, x: g.add_scalar(g.add_scalar(x, 0.75), -0.25))
+    assert verify(_one_input(lambda g, x: g.add_scalar(x, 0.5)), shifted).equivalent
+    eps = _one_input(lambda g, x: g.rms_norm(x, eps=1e-6))
+    assert not verify(eps, _one_input(lambda g, x: g.rms_norm(x))).equivalent

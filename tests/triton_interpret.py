@@ -6,6 +6,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
 
     TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...] [--small]
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
+    TRITON_INTERPRET=1 python tests/triton_interpret.py file PATH.mlir
 """
 
 from __future__ import annotations
@@ -105,7 +106,20 @@ def random_cases(count: int, first: int = 0) -> None:
         check(f"random {seed}", module, random_inputs(module, seed))
 
 
+def file_case(path: str) -> None:
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
+    from mirage_xdsl.semantics.inputs import random_inputs
+
+    with open(path) as f:
+        module = parse(make_context(), f.read(), path)
+    check(path, module, random_inputs(module, 0))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "file":
+        file_case(sys.argv[2])
+        sys.exit()
     small = "--small" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--small"]
     what, n = args[0], int(args[1])

@@ -68,6 +68,21 @@ UNARY_BOUNDS: dict[str, Callable[[float, float], tuple[float, float]]] = {
 }
 """Interval of a unary op's result from its operand's (positive) interval."""
 
+SCALAR_CONSTANTS: dict[str, tuple[float, ...]] = {
+    "mul_scalar": (0.125, 0.5, 2.0, 3.0, 0.1),
+    "add_scalar": (0.25, 1.0, 0.1),
+}
+"""Constants the generator draws: positive, so intervals stay positive."""
+
+SCALAR_BOUNDS: dict[str, Callable[[float, float, float], tuple[float, float]]] = {
+    "mul_scalar": lambda lo, hi, c: (lo * c, hi * c),
+    "add_scalar": lambda lo, hi, c: (lo + c, hi + c),
+}
+"""Interval of ``x (op) c`` from x's (positive) interval and the constant."""
+
+RMS_EPS = (0.0, 0.0, 1e-6, 1e-2)
+"""Epsilons drawn for rms_norm (half the time none)."""
+
 BINARY_BOUNDS: dict[str, Callable[[float, float, float, float], tuple]] = {
     "add": lambda a, b, c, d: (a + c, b + d),
     "mul": lambda a, b, c, d: (a * c, b * d),
@@ -218,6 +233,20 @@ class Graph:
     def add_arith(self, kind: str) -> Val | None:
         """Try to add one arithmetic op of ``kind``; None if nothing fits."""
         cls = self.ops[kind]
+        if kind == "rms_norm":
+            a = self.pick()
+            if a is None:
+                return None
+            eps = float(self.choice(RMS_EPS))
+            lo = a.lo / math.sqrt(a.hi * a.hi + eps)  # eps only shrinks the result
+            return self.emit(cls(a.value, eps), lo, a.hi / a.lo, a.phase)
+        if kind in SCALAR_BOUNDS:
+            a = self.pick()
+            if a is None:
+                return None
+            c = float(self.choice(SCALAR_CONSTANTS[kind]))
+            lo, hi = SCALAR_BOUNDS[kind](a.lo, a.hi, c)
+            return self.emit(cls(a.value, c), lo, hi, a.phase)
         if kind in UNARY_BOUNDS:
             a = self.pick()
             if a is None:
@@ -371,7 +400,8 @@ def add_thread_graph(g: Graph) -> Val | None:
 
 BLOCK_MENU = (
     "matmul", "add", "mul", "div", "exp", "silu", "sqrt", "square",
-    "rms_norm", "reduce_sum", "concat", "forloop_accum", "forloop_accum",
+    "mul_scalar", "add_scalar", "rms_norm", "reduce_sum", "concat",
+    "forloop_accum", "forloop_accum",
 )  # fmt: skip
 """Block-level kinds (``thread_graph`` is drawn separately, by its probability)."""
 

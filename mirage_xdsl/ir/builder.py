@@ -79,8 +79,17 @@ class _Builder:
     def square(self, a: SSAValue) -> SSAValue:
         return self._add(self._op("SquareOp")(a))
 
-    def rms_norm(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("RmsNormOp")(a))
+    def mul_scalar(self, a: SSAValue, c: float) -> SSAValue:
+        """``a * c`` for a float constant ``c``."""
+        return self._add(self._op("MulScalarOp")(a, c))
+
+    def add_scalar(self, a: SSAValue, c: float) -> SSAValue:
+        """``a + c`` for a float constant ``c``."""
+        return self._add(self._op("AddScalarOp")(a, c))
+
+    def rms_norm(self, a: SSAValue, eps: float = 0.0) -> SSAValue:
+        """``a / sqrt(mean(a^2) + eps)`` over the last dim."""
+        return self._add(self._op("RmsNormOp")(a, eps))
 
     def reduction(self, a: SSAValue, dim: int) -> SSAValue:
         """Sum over ``dim``, keeping it with size 1."""

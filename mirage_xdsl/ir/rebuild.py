@@ -38,6 +38,11 @@ def make_op(
             return cls(operands[0], operands[1], props["dim"].value.data)  # type: ignore[attr-defined]
         if issubclass(cls, t.UnaryOp):
             return cls(operands[0])
+        if issubclass(cls, t.ScalarOp):
+            return cls(operands[0], props["scalar"].value.data)  # type: ignore[attr-defined]
+        if issubclass(cls, t.RmsNormBase):
+            eps = props.get("eps")
+            return cls(operands[0], eps.value.data if eps else 0.0)  # type: ignore[attr-defined]
         if issubclass(cls, t.BinaryOp | t.MatmulBase):
             return cls(operands[0], operands[1])
     except shapes.ShapeError as e:

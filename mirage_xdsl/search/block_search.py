@@ -197,8 +197,10 @@ class BlockSearch:
         max_ops: int,
         reduced: frozenset[L.Label],
         deadline: float = float("inf"),
+        constants: tuple = (),
     ):
         self.pruner = pruner
+        self.constants = constants
         self.layout = layout
         self.sizes = sizes
         self.scope = R.Scope(layout.grid, layout.loop, full, reduced)
@@ -270,8 +272,8 @@ class BlockSearch:
         tensors = [c.tensor for c in self.classes]
         for n in sorted(new):
             tn = tensors[n]
-            for kind in R.UNARY:
-                yield kind, (n,), {}
+            for kind, attrs in R.unary_specs(self.constants):
+                yield kind, (n,), dict(attrs)
             for d in range(len(tn.shape)):
                 yield "reduce_sum", (n,), {"dim": d}
             if loop:

@@ -23,8 +23,10 @@ from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, _broadcast_except
 DIGITS = 6
 
 
-def _rms(x: np.ndarray, axes: tuple[int, ...], count: int) -> np.ndarray:
-    return np.sqrt(np.sum(x * x, axis=axes, keepdims=True) / count)
+def _rms(
+    x: np.ndarray, axes: tuple[int, ...], count: int, eps: float = 0.0
+) -> np.ndarray:
+    return np.sqrt(np.sum(x * x, axis=axes, keepdims=True) / count + eps)
 
 
 def evaluate(
@@ -51,7 +53,11 @@ def evaluate(
             case "matmul":
                 return np.matmul(x, args[1])
             case "rms_norm":
-                return x / _rms(x, (-1,), x.shape[-1])
+                return x / _rms(x, (-1,), x.shape[-1], attrs.get("eps", 0.0))
+            case "mul_scalar":
+                return x * attrs["scalar"]
+            case "add_scalar":
+                return x + attrs["scalar"]
             case "reduce_sum":
                 return np.sum(x, axis=attrs["dim"] - attrs["rank"], keepdims=True)
             case "concat":

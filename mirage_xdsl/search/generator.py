@@ -218,6 +218,7 @@ class Generator:
             self.options.max_ops,
             self.axes.reduced,
             deadline,
+            self.axes.constants,
         )
 
     # -- what can come next ---------------------------------------------------
@@ -239,8 +240,8 @@ class Generator:
     def _library_items(self, state: State) -> Iterator[KernelOp]:
         n = len(state.tensors)
         for i in range(n):
-            for kind in R.UNARY:
-                yield KernelOp(kind, (i,))
+            for kind, attrs in R.unary_specs(self.axes.constants):
+                yield KernelOp(kind, (i,), attrs)
             for d in range(len(state.tensors[i].shape)):
                 yield KernelOp("reduce_sum", (i,), (("dim", d),))
             for j in range(n):

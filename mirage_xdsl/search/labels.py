@@ -58,6 +58,9 @@ class Axes:
     reduced: frozenset[Label]
     """Axes the program sums over (matmul contraction, reductions, RMSNorm):
     the only axes a for-loop may walk, since accumulation sums iterations."""
+    constants: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    """The program's ops with a float constant, as ``(KIND, attrs)``: the only
+    constants the generator uses (a search cannot invent ``0.125``)."""
 
 
 def analyse(function: func.FuncOp) -> Axes:
@@ -112,7 +115,27 @@ def analyse(function: func.FuncOp) -> Axes:
             dims.append(roots[root])
         labels[v] = tuple(dims)
     reduced = frozenset(roots[uf.find(n)] for n in reduced_nodes if uf.find(n) in roots)
-    return Axes(sizes, labels, reduced)
+    return Axes(sizes, labels, reduced, constants_of(function))
+
+
+def constant_attrs(op: t.TensorOp) -> tuple[tuple[str, float], ...]:
+    """An op's float constants as search attrs (``scalar``, or a nonzero
+    ``eps``); empty for ops without one."""
+    if isinstance(op, t.ScalarOp):
+        return (("scalar", op.value),)
+    if isinstance(op, t.RmsNormBase) and op.eps_value:
+        return (("eps", op.eps_value),)
+    return ()
+
+
+def constants_of(function: func.FuncOp) -> tuple:
+    """The distinct ``(KIND, attrs)`` of the ops in ``function`` that carry a
+    float constant, in program order."""
+    seen: dict[tuple, None] = {}
+    for op in function.walk():
+        if isinstance(op, t.TensorOp) and (attrs := constant_attrs(op)):
+            seen[(op.KIND, attrs)] = None
+    return tuple(seen)
 
 
 def broadcast(

@@ -69,6 +69,13 @@ def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
     return x.labels, frozenset()
 
 
+def _linear(scope: Scope, ts: list[Tensor], attrs: dict):
+    """mul_scalar: scaling by a constant commutes with sums, so a partial sum
+    may be scaled."""
+    (x,) = ts
+    return x.labels, x.partial
+
+
 def _rms_norm(scope: Scope, ts: list[Tensor], attrs: dict):
     (x,) = ts
     last = x.labels[-1] if x.labels else L.UNIT
@@ -186,6 +193,8 @@ RULES: dict[str, Rule] = {
     "sqrt": _nonlinear,
     "square": _nonlinear,
     "rms_norm": _rms_norm,
+    "mul_scalar": _linear,
+    "add_scalar": _nonlinear,
     "add": _add,
     "mul": _scale,
     "div": lambda s, ts, a: _scale(s, ts, a, divide=True),
@@ -196,6 +205,18 @@ RULES: dict[str, Rule] = {
 }
 
 UNARY = ("exp", "silu", "sqrt", "square", "rms_norm")
+SCALAR = ("mul_scalar", "add_scalar")
+"""Element-wise ops with a constant; the generator takes their constants from
+the target program (``labels.Axes.constants``)."""
+
+
+def unary_specs(constants: tuple) -> list[tuple[str, tuple]]:
+    """Every one-operand op the generator tries: the plain unary kinds, then the
+    target's constant-carrying ops (``mul_scalar`` by each of its constants,
+    ``rms_norm`` with each of its epsilons)."""
+    return [(kind, ()) for kind in UNARY] + list(constants)
+
+
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 

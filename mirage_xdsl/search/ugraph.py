@@ -23,11 +23,14 @@ from mirage_xdsl.dialects import shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.builder import BlockGraph as BlockBuilder
 from mirage_xdsl.ir.builder import KernelGraph
+from mirage_xdsl.search.labels import constant_attrs
 
 Shape = tuple[int, ...]
 Attrs = tuple[tuple[str, Any], ...]
 
-ELEMENTWISE = frozenset({"add", "mul", "div", "exp", "silu", "sqrt", "square"})
+ELEMENTWISE = frozenset(
+    {"add", "mul", "div", "exp", "silu", "sqrt", "square", "mul_scalar", "add_scalar"}
+)
 """Kinds a thread graph can hold (``thread`` dialect ops)."""
 
 
@@ -152,7 +155,13 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
         return getattr(builder, op.kind)(*args, op.attr("dim"))
     if op.kind == "forloop_accum":
         return builder.forloop_accum(args[0], op.attr("reduction"))
-    return getattr(builder, op.kind)(*args)
+    return getattr(builder, op.kind)(*args, *constant_args(op))
+
+
+def constant_args(op: Op) -> list[float]:
+    """The float constant an op's builder (or thread op) takes after its
+    operands: ``scalar`` or ``eps``; none for other ops."""
+    return [value for name, value in op.attrs if name in ("scalar", "eps")]
 
 
 THREAD_OPS: dict[str, type] = {
@@ -184,7 +193,7 @@ def _thread_graph(
     local: dict[int, SSAValue] = dict(zip(external, body.args, strict=True))
     for i in group:
         op = graph.ops[i]
-        new = THREAD_OPS[op.kind](*[local[v] for v in op.operands])
+        new = THREAD_OPS[op.kind](*[local[v] for v in op.operands], *constant_args(op))
         body.add_op(new)
         local[first + i] = new.results[0]
     body.add_op(thread.YieldOp([local[v] for v in results]))
@@ -280,7 +289,7 @@ def _attrs(op: Any) -> Attrs:
         return (("dim", op.dim.value.data),)
     if op.KIND == "forloop_accum":
         return (("reduction", op.reduction),)
-    return ()
+    return constant_attrs(op)
 
 
 def _block_graph(op: Any) -> BlockGraph:
@@ -320,7 +329,9 @@ def _block_graph(op: Any) -> BlockGraph:
                     for r, v in zip(inner.results, top.operands, strict=True):
                         env[r] = local[v]
                     continue
-                local[top.results[0]] = add(top.KIND, top.operands, (), local)
+                local[top.results[0]] = add(
+                    top.KIND, top.operands, constant_attrs(top), local
+                )
                 group.append(len(ops) - 1)
             fused.append(tuple(group))
         else:

@@ -40,6 +40,14 @@ class Domain(Protocol):
 
     def square(self, x: np.ndarray) -> np.ndarray: ...
 
+    def mul_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
+        """``x * c`` for a finite float constant."""
+        ...
+
+    def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
+        """``x + c`` for a finite float constant."""
+        ...
+
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Matmul over the last two axes, broadcasting leading axes."""
         ...
@@ -84,6 +92,12 @@ class FloatDomain:
 
     def square(self, x: np.ndarray) -> np.ndarray:
         return x * x
+
+    def mul_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
+        return x * self.dtype(c)
+
+    def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
+        return x + self.dtype(c)
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)

@@ -43,9 +43,16 @@ BLOCK_AXES = 4
 ITERATION_AXIS = 3
 
 
-def rms(domain: Domain, x: np.ndarray, axes: tuple[int, ...], count: int) -> np.ndarray:
-    """sqrt(mean(x^2)) over ``axes``, which hold ``count`` elements in all."""
-    return domain.sqrt(domain.div_count(domain.sum(domain.square(x), axes), count))
+def rms(
+    domain: Domain,
+    x: np.ndarray,
+    axes: tuple[int, ...],
+    count: int,
+    eps: float = 0.0,
+) -> np.ndarray:
+    """sqrt(mean(x^2) + eps) over ``axes``, which hold ``count`` elements in all."""
+    mean = domain.div_count(domain.sum(domain.square(x), axes), count)
+    return domain.sqrt(domain.add_scalar(mean, eps) if eps else mean)
 
 
 def tensor_op(domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]) -> np.ndarray:
@@ -72,7 +79,10 @@ def _tensor_op(
         return getattr(domain, kind)(args[0], args[1])
     if kind == "rms_norm":
         x = args[0]
-        return domain.div(x, rms(domain, x, (-1,), x.shape[-1]))
+        eps = op.eps_value  # type: ignore[attr-defined]
+        return domain.div(x, rms(domain, x, (-1,), x.shape[-1], eps))
+    if kind in t.SCALAR_KINDS:
+        return getattr(domain, kind)(args[0], op.value)  # type: ignore[attr-defined]
     if kind in t.UNARY_KINDS:
         return getattr(domain, kind)(args[0])
     rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]

@@ -17,9 +17,13 @@ Semantics the kernel dialect fixes, and that capture therefore adopts:
 
 - softmax is ``exp(x) / sum(exp(x))``, without subtracting the row maximum:
   the workloads define attention this way (inputs are kept small);
-- RMSNorm has no epsilon (``x / sqrt(mean(x^2))``); the epsilon of
-  ``F.rms_norm`` / ``nn.RMSNorm`` and of ``mean(x^2) + eps`` is dropped, and a
-  weight other than all ones becomes a broadcast multiply;
+- RMSNorm is ``x / sqrt(mean(x^2) + eps)``: the epsilon of ``F.rms_norm`` /
+  ``nn.RMSNorm`` (fp32's machine epsilon when None, as in torch) and of
+  ``mean(x^2) + eps`` becomes ``kernel.rms_norm``'s ``eps``, and a weight other
+  than all ones becomes a broadcast multiply;
+- a Python number is a constant only in ``x * c``, ``c * x``, ``x / c``
+  (``kernel.mul_scalar``), ``x + c``, ``c + x`` and ``x - c``
+  (``kernel.add_scalar``); ``c / x`` and ``c - x`` are refused;
 - reductions keep the reduced dim (``keepdim=True``) and element-wise operands
   have equal ranks, because the dialect has no reshape or transpose.
 

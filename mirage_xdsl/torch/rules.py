@@ -37,11 +37,13 @@ class Partial:
     last dim), ``rms`` (its square root), ``inv_rms`` (its reciprocal square
     root) and ``sigmoid``; ``x`` is the value they are computed from and
     ``node`` the torch node that produced this piece, for error messages.
+    ``eps`` is the constant added to ``mean(x^2)``, kept by the rms_norm.
     """
 
     kind: str
     x: SSAValue
     node: fx.Node
+    eps: float = 0.0
 
 
 @dataclass
@@ -78,8 +80,27 @@ def _refuse_scalars(node: fx.Node, *args: Any) -> None:
     for a in args:
         if not isinstance(a, fx.Node):
             raise unsupported(
-                node, f"scalar operand {a!r}; the kernel dialect has no constants"
+                node,
+                f"scalar operand {a!r} here (constants exist only as x * c, "
+                "x / c, x + c and x - c)",
             )
+
+
+def _scalar(a: Any) -> float | None:
+    """A Python number operand as a float; None for tensors (and bools)."""
+    if isinstance(a, int | float) and not isinstance(a, bool):
+        return float(a)
+    return None
+
+
+def _tensor_and_scalar(a: Any, b: Any, commutes: bool) -> tuple[Any, float] | None:
+    """``(tensor node, constant)`` of ``x (op) c`` (or ``c (op) x`` when the op
+    commutes); None when neither form applies."""
+    if isinstance(a, fx.Node) and (c := _scalar(b)) is not None:
+        return a, c
+    if commutes and isinstance(b, fx.Node) and (c := _scalar(a)) is not None:
+        return b, c
+    return None
 
 
 def _tensor_operands(c: Converter, node: fx.Node, *args: Any) -> list[SSAValue]:
@@ -203,30 +224,71 @@ def unary(kind: str) -> Rule:
 
 
 def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
-    """``mean(x^2) + eps``: the epsilon of an RMSNorm, dropped (see module doc)."""
-    ms = _partial(c, a, "mean_square")
-    if ms is not None and isinstance(b, int | float) and kw.get("alpha", 1) == 1:
-        return ms
+    """``mean(x^2) + eps`` is the inside of an RMSNorm, which keeps ``eps``;
+    ``x + c`` and ``c + x`` with a Python number are ``add_scalar``."""
+    if kw.get("alpha", 1) != 1:
+        raise unsupported(node, f"options {kw}")
+    scalar = _tensor_and_scalar(a, b, commutes=True)
+    if scalar is not None:
+        x, k = scalar
+        ms = _partial(c, x, "mean_square")
+        if ms is not None:
+            return Partial("mean_square", ms.x, node, ms.eps + k)
+        return c.graph.add_scalar(c.value(x), k)
     return elementwise("add")(c, node, a, b, **kw)
 
 
+def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``x - c`` with a Python number is ``add_scalar(x, -c)``; ``c - x`` and
+    the difference of two tensors have no kernel-dialect op."""
+    if kw.get("alpha", 1) != 1:
+        raise unsupported(node, f"options {kw}")
+    scalar = _tensor_and_scalar(a, b, commutes=False)
+    if scalar is None:
+        what = "c - x" if _scalar(a) is not None else "a difference of tensors"
+        raise unsupported(node, f"{what} (the kernel dialect has x - c only)")
+    x, k = scalar
+    ms = _partial(c, x, "mean_square")
+    if ms is not None:
+        return Partial("mean_square", ms.x, node, ms.eps - k)
+    return c.graph.add_scalar(c.value(x), -k)
+
+
+def rsub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``c - x``: refused, as the kernel dialect has ``x - c`` only."""
+    raise unsupported(node, "c - x (the kernel dialect has x - c only)")
+
+
 def mul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
-    """``x * rsqrt(mean(x^2))`` is RMSNorm, ``x * sigmoid(x)`` SiLU, ``x * x`` x^2."""
+    """``x * rsqrt(mean(x^2))`` is RMSNorm, ``x * sigmoid(x)`` SiLU, ``x * x``
+    x^2, ``x * c`` and ``c * x`` with a Python number ``mul_scalar``."""
     for p, q in ((a, b), (b, a)):
         part = _partial(c, q, "inv_rms", "sigmoid")
         if part is not None and _is_x_of(c, p, part):
-            f = c.graph.rms_norm if part.kind == "inv_rms" else c.graph.silu
-            return f(part.x)
+            if part.kind == "inv_rms":
+                return c.graph.rms_norm(part.x, part.eps)
+            return c.graph.silu(part.x)
     if isinstance(a, fx.Node) and a is b:
         return Partial("square", c.value(a), node)
+    scalar = _tensor_and_scalar(a, b, commutes=True)
+    if scalar is not None:
+        return c.graph.mul_scalar(c.value(scalar[0]), scalar[1])
     return elementwise("mul")(c, node, a, b)
 
 
 def div(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
-    """``x / sqrt(mean(x^2))`` is RMSNorm."""
+    """``x / sqrt(mean(x^2))`` is RMSNorm; ``x / c`` with a nonzero Python
+    number is ``mul_scalar(x, 1 / c)``; ``c / x`` is refused."""
     part = _partial(c, b, "rms")
     if part is not None and _is_x_of(c, a, part) and not kw:
-        return c.graph.rms_norm(part.x)
+        return c.graph.rms_norm(part.x, part.eps)
+    scalar = _tensor_and_scalar(a, b, commutes=False)
+    if scalar is not None and not kw:
+        if scalar[1] == 0:
+            raise unsupported(node, "division by the constant 0")
+        return c.graph.mul_scalar(c.value(scalar[0]), 1.0 / scalar[1])
+    if _scalar(a) is not None:
+        raise unsupported(node, "c / x (the kernel dialect has x / c only)")
     return elementwise("div")(c, node, a, b, **kw)
 
 
@@ -249,14 +311,14 @@ def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, *
 
 def sqrt(c: Converter, node: fx.Node, a: Any) -> Value:
     ms = _partial(c, a, "mean_square")
-    return Partial("rms", ms.x, node) if ms else unary("sqrt")(c, node, a)
+    return Partial("rms", ms.x, node, ms.eps) if ms else unary("sqrt")(c, node, a)
 
 
 def rsqrt(c: Converter, node: fx.Node, a: Any) -> Value:
     ms = _partial(c, a, "mean_square")
     if ms is None:
         raise unsupported(node, f"rsqrt is only supported inside {RMS_NORM_FORMS}")
-    return Partial("inv_rms", ms.x, node)
+    return Partial("inv_rms", ms.x, node, ms.eps)
 
 
 def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
@@ -294,12 +356,16 @@ def rms_norm(
     weight: Any = None,
     eps: Any = None,
 ) -> Value:
-    """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim; a weight other than
-    all ones multiplies the result, broadcast over the rows."""
+    """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim, keeping ``eps``; when
+    it is None torch takes the epsilon of the type it computes in (fp32 for
+    f16, bf16 and f32). A weight other than all ones multiplies the result,
+    broadcast over the rows."""
     if list(normalized_shape) != [node_shape(a)[-1]]:
         raise unsupported(node, "RMSNorm over more than the last dim")
     (x,) = _tensor_operands(c, node, a)
-    normed = c.graph.rms_norm(x)
+    if eps is None:
+        eps = torch.finfo(torch.float32).eps
+    normed = c.graph.rms_norm(x, float(eps))
     if weight is None:
         return normed
     w = _parameter(c, weight)
@@ -334,6 +400,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.unsqueeze: shape_change,
     aten.expand: shape_change,
     aten.add: add,
+    aten.sub: sub,
+    aten.rsub: rsub,
     aten.mul: mul,
     aten.div: div,
     aten.exp: unary("exp"),

@@ -26,8 +26,8 @@ def gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def qknorm_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    q = F.rms_norm(q, (q.shape[-1],))
-    v = F.rms_norm(v, (v.shape[-1],))
+    q = F.rms_norm(q, (q.shape[-1],), eps=0.0)  # the workload has no epsilon
+    v = F.rms_norm(v, (v.shape[-1],), eps=0.0)
     return gqa(q, k, v)
 
 

@@ -221,8 +221,13 @@ class _Walk:
         atoms_fixed |= ({-2} & a.atoms_const()) | ({-1} & b.atoms_const())
         return Deg(tuple(shape), num, den, False, den_fixed, atoms_fixed, fan)
 
-    def rms(self, a: Deg, axis: int) -> Deg:
-        return self.sqrt(self.sum(self.mul(a, a, a.shape), axis))
+    def rms(self, a: Deg, axis: int, eps: float = 0.0) -> Deg:
+        mean = self.sum(self.mul(a, a, a.shape), axis)
+        return self.sqrt(self.add_constant(mean) if eps else mean)
+
+    def add_constant(self, a: Deg) -> Deg:
+        """``a + c``: a constant adds no degree, but the sum is no monomial."""
+        return self.add(a, constant(a.shape), a.shape)
 
     # --- ops -----------------------------------------------------------------
 
@@ -239,10 +244,15 @@ class _Walk:
             return binary[kind](args[0], args[1], shape)
         if kind == "square":
             return self.mul(args[0], args[0], shape)
+        if kind == "mul_scalar":
+            return args[0]  # a constant factor adds no degree
+        if kind == "add_scalar":
+            return self.add_constant(args[0])
         if kind in ("exp", "sqrt", "silu"):
             return getattr(self, kind)(args[0])
         if kind == "rms_norm":
-            return self.div(args[0], self.rms(args[0], -1), shape)
+            eps = op.eps_value  # type: ignore[attr-defined]
+            return self.div(args[0], self.rms(args[0], -1, eps), shape)
         dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
         if kind == "reduce_sum":
             return self.sum(args[0], dim)

@@ -91,7 +91,9 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
 
 
 BOTH = frozenset({"p", "q"})
-RING_KINDS = frozenset({"add", "mul", "div", "matmul", "reduce_sum", "square"})
+RING_KINDS = frozenset(
+    {"add", "mul", "div", "matmul", "reduce_sum", "square", "mul_scalar", "add_scalar"}
+)
 """Ops computed component by component, which can leave Z_p out."""
 
 

@@ -43,6 +43,16 @@ P = 67108187
 Q = 33554093
 """The exponent prime: q divides p - 1, so Z_p^* has a subgroup of order q."""
 
+
+def field_rational(c: float) -> int:
+    """The finite float ``c`` as one residue mod p*q: numerator times the
+    inverse of its power-of-two denominator (CRT: reducing it mod p and mod q
+    gives each component's image of the same rational)."""
+    num, den = float(c).as_integer_ratio()
+    m = P * Q
+    return num % m * pow(den, -1, m) % m
+
+
 # --- values -------------------------------------------------------------------
 
 
@@ -187,7 +197,12 @@ class FiniteFieldDomain:
         self._skip_p = op is not None and op in self.exponent_only
 
     def _p(self, fn: Any, *args: Any) -> Any:
-        return None if self._skip_p else fn(*args)
+        """``fn(*args)`` on Z_p residues, or None where they are not wanted or
+        an operand has none: a value without them is an exponent-only result,
+        which only dead code (an op whose result nothing reads) reads mod p."""
+        if self._skip_p or any(a is None for a in args):
+            return None
+        return fn(*args)
 
     # --- conversion ----------------------------------------------------------
 
@@ -215,6 +230,15 @@ class FiniteFieldDomain:
 
     def constant(self, value: int, ndim: int) -> Residues:
         return self.load(np.full((1,) * ndim, value, np.int64))
+
+    def rational(self, c: float, ndim: int) -> Residues:
+        """The float ``c`` as the exact rational it is, in both components.
+
+        A finite float is ``n / 2^k``; its image is ``n * (2^k)^-1`` mod p and
+        mod q (both odd), so ``x * 0.5 * 0.25`` and ``x * 0.125`` agree exactly,
+        and a constant scaling an exponent is the same rational in Z_q.
+        """
+        return self.constant(field_rational(c), ndim)
 
     def to_numpy(self, x: Residues) -> tuple[np.ndarray, np.ndarray | None]:
         q = None if x.q is None else self.arith.to_numpy(x.q)
@@ -283,6 +307,12 @@ class FiniteFieldDomain:
 
     def square(self, x: Residues) -> Residues:
         return self.mul(x, x)
+
+    def mul_scalar(self, x: Residues, c: float) -> Residues:
+        return self.mul(x, self.rational(c, x.ndim))
+
+    def add_scalar(self, x: Residues, c: float) -> Residues:
+        return self.add(x, self.rational(c, x.ndim))
 
     def sum(self, x: Residues, axes: tuple[int, ...]) -> Residues:
         q = None if x.q is None else self.arith.sum(x.q, axes, Q)

@@ -15,7 +15,9 @@ original and from every mutant kept before. Operators:
 - ``drop``: an op bypassed, its operand used in its place (dropped
   normalisation, missing exp, missing accumulation, ...);
 - ``double`` / ``factor`` / ``term``: a result scaled by two, multiplied by its
-  factor again, or its addend added again (off-by-constant errors).
+  factor again, or its addend added again (off-by-constant errors);
+- ``constant``: a float constant (``mul_scalar``, ``add_scalar``, ``rms_norm``'s
+  ``eps``) doubled, halved or moved by one (a wrong scale or epsilon).
 
 Some edits are accidentally equivalent (``rms_norm(2x) = rms_norm(x)``);
 callers filter them with the float cross-check (see ``tests/test_mutants.py``).
@@ -27,7 +29,13 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import block, kernel, shapes, thread
@@ -122,6 +130,26 @@ def _accum_edits(op: block.ForloopAccumOp) -> Iterator[tuple[str, Edit]]:
             yield f"reduce {r}", _set_prop("reduce", StringAttr(r))
 
 
+def _other_constants(c: float) -> list[float]:
+    """Wrong values for a constant ``c``: doubled, halved and moved by one,
+    distinct from ``c`` and from each other."""
+    return list(dict.fromkeys(v for v in (2 * c, c / 2, c + 1) if v != c))
+
+
+def _constant_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
+    if isinstance(op, t.ScalarOp):
+        name, value = "scalar", op.value
+    elif isinstance(op, t.RmsNormBase) and op.eps_value:
+        name, value = "eps", op.eps_value
+    else:
+        return
+    for other in _other_constants(value):
+        yield (
+            f"constant {name} {value!r} -> {other!r}",
+            _set_prop(name, FloatAttr(other, Float64Type())),
+        )
+
+
 def _visible(op: Operation) -> list[SSAValue]:
     """Values an operand of ``op`` may use: earlier results, and the block's
     arguments unless they are a customized kernel's device tensors (a block
@@ -211,6 +239,7 @@ def _edits(op: Operation) -> Iterator[tuple[str, Edit]]:
     if isinstance(op, block.ForloopAccumOp):
         yield from _accum_edits(op)
     if isinstance(op, t.TensorOp | block.ForloopAccumOp):
+        yield from _constant_edits(op)
         yield from _operand_edits(op)
         yield from _swap_edits(op)
         yield from _drop_edits(op)

@@ -23,10 +23,15 @@ The LoRA trick thus gets its true meaning::
     matmul(concat(X, X·A, dim=-1), concat(W, B, dim=0))
       = add(sum(256, mul(X, W)), sum(16, mul(sum(256, mul(X, A)), B)))
 
-Constants are dropped: a mean is the sum it divides (``mean(x) -> sum(n, x)``)
-and ``rms_norm(x) = div(x, sqrt(sum(n, mul(x, x))))``. The only constants the
-ops can create are these element counts, and every op that creates one
-drops it the same way, so a program and its target agree on them.
+Element counts are dropped: a mean is the sum it divides (``mean(x) ->
+sum(n, x)``) and ``rms_norm(x) = div(x, sqrt(sum(n, mul(x, x))))``. Every op
+that creates a count drops it the same way, so a program and its target agree
+on them. The program's own float constants (``mul_scalar``, ``add_scalar``,
+``rms_norm``'s ``eps``) are kept, each as a variable of its own
+(:func:`constant`): ``x * 0.125`` is ``mul(x, const_1_8)``. Treating a constant
+as an unknown loses only identities that hold for particular values
+(``x * 0.5 * 0.25 = x * 0.125``), never adds one, so pruning stays sound, and
+two different constants are two different terms.
 """
 
 from __future__ import annotations
@@ -116,6 +121,18 @@ class Expr:
 
 def var(name: str) -> Expr:
     return Expr("var", (), name)
+
+
+def constant(c: float) -> Expr:
+    """A float constant as a variable named by its exact rational value.
+
+    ``0.125`` is ``const_1_8``, ``-1.5`` is ``const_m3_2``: equal floats give
+    the same variable, different ones different variables, and the name
+    parses back as an identifier.
+    """
+    num, den = float(c).as_integer_ratio()
+    sign = "m" if num < 0 else ""
+    return var(f"const_{sign}{abs(num)}_{den}")
 
 
 def add(x: Expr, y: Expr) -> Expr:
@@ -335,11 +352,15 @@ def concat_op(a: Expr, b: Expr, ashape: Shape, bshape: Shape, dim: int) -> Expr:
     return concat(dim, [(ashape[dim], a), (bshape[dim], b)])
 
 
-def rms_norm(x: Expr, shape: Shape) -> Expr:
-    """``x / sqrt(mean(x^2))`` over the last dim, with the ``1/n`` dropped."""
+def rms_norm(x: Expr, shape: Shape, eps: float = 0.0) -> Expr:
+    """``x / sqrt(mean(x^2) + eps)`` over the last dim, with the ``1/n`` dropped
+    (the same term the mean accumulator plus ``add_scalar`` gives)."""
     sq = pointwise(mul, [x, x], [shape, shape])
     norm_shape = _with_dim(shape, -1, 1)
-    norm = pointwise(sqrt, [reduce(sq, shape, -1)], [norm_shape])
+    mean = reduce(sq, shape, -1)
+    if eps:
+        mean = pointwise(lambda m: add(m, constant(eps)), [mean], [norm_shape])
+    norm = pointwise(sqrt, [mean], [norm_shape])
     return pointwise(div, [x, norm], [shape, norm_shape])
 
 
@@ -379,6 +400,16 @@ def _binary(build: Callable[[Expr, Expr], Expr]) -> ExprRule:
     return lambda xs, shapes, attrs: pointwise(build, xs, shapes)
 
 
+def _scalar(build: Callable[[Expr, Expr], Expr]) -> ExprRule:
+    """``x (op) c`` with the constant ``attrs["scalar"]`` as its own variable."""
+
+    def rule(xs: Sequence[Expr], shapes: Sequence[Shape], attrs: Mapping) -> Expr:
+        c = constant(float(attrs["scalar"]))  # type: ignore[arg-type]
+        return pointwise(lambda x: build(x, c), xs, shapes)
+
+    return rule
+
+
 def _dim(attrs: Mapping[str, object]) -> int:
     return int(attrs["dim"])  # type: ignore[call-overload]
 
@@ -391,7 +422,13 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     "sqrt": _unary(sqrt),
     "silu": _unary(silu),
     "square": lambda xs, shapes, attrs: pointwise(mul, [xs[0], xs[0]], shapes * 2),
-    "rms_norm": lambda xs, shapes, attrs: rms_norm(xs[0], shapes[0]),
+    "mul_scalar": _scalar(mul),
+    "add_scalar": _scalar(add),
+    "rms_norm": lambda xs, shapes, attrs: rms_norm(
+        xs[0],
+        shapes[0],
+        float(attrs.get("eps", 0.0)),  # type: ignore[arg-type]
+    ),
     "matmul": lambda xs, shapes, attrs: matmul(xs[0], xs[1], shapes[0], shapes[1]),
     "reduce_sum": lambda xs, shapes, attrs: reduce(xs[0], shapes[0], _dim(attrs)),
     "concat": lambda xs, shapes, attrs: concat_op(
@@ -414,7 +451,8 @@ def op_expr(
 ) -> Expr:
     """The abstract expression of an op of ``kind`` (a ``KIND`` of tensor_ops).
 
-    ``attrs`` carries ``dim`` for ``reduce_sum``/``concat``, and
+    ``attrs`` carries ``dim`` for ``reduce_sum``/``concat``, ``scalar`` for
+    ``mul_scalar``/``add_scalar``, ``eps`` (optional) for ``rms_norm``, and
     ``reduction``, ``forloop`` (and optionally ``loop_invariant``) for
     ``forloop_accum``. ``input``/``output`` are the block iterators.
     """
@@ -436,6 +474,10 @@ def _op_attrs(op: Operation, phases: Mapping[SSAValue, Any] | None) -> dict:
     attrs: dict[str, object] = {}
     if "dim" in op.properties:
         attrs["dim"] = op.dim.value.data  # type: ignore[attr-defined]
+    if "scalar" in op.properties:
+        attrs["scalar"] = op.value  # type: ignore[attr-defined]
+    if "eps" in op.properties:
+        attrs["eps"] = op.eps_value  # type: ignore[attr-defined]
     if op.name == "block.forloop_accum":
         parent = op.parent_op()
         attrs["reduction"] = op.reduction  # type: ignore[attr-defined]
