@@ -89,6 +89,42 @@ class SquareOp(t.SquareBase):
 
 
 @irdl_op_definition
+class NegOp(t.NegBase):
+    name = "kernel.neg"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReluOp(t.ReluBase):
+    name = "kernel.relu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SigmoidOp(t.SigmoidBase):
+    name = "kernel.sigmoid"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class TanhOp(t.TanhBase):
+    name = "kernel.tanh"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeluOp(t.GeluBase):
+    name = "kernel.gelu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeluErfOp(t.GeluErfBase):
+    name = "kernel.gelu_erf"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "kernel.rms_norm"
     traits = traits_def(Pure())
@@ -214,6 +250,12 @@ Kernel = Dialect(
         SiluOp,
         SqrtOp,
         SquareOp,
+        NegOp,
+        ReluOp,
+        SigmoidOp,
+        TanhOp,
+        GeluOp,
+        GeluErfOp,
         RmsNormOp,
         ReduceSumOp,
         CustomizedOp,

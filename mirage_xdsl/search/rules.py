@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mirage_xdsl.dialects.tensor_ops import UNARY_KINDS
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.adapters import Expr
 
@@ -67,6 +68,12 @@ def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
     if x.partial:
         return None
     return x.labels, frozenset()
+
+
+def _linear(scope: Scope, ts: list[Tensor], attrs: dict):
+    """neg: -(a + b) = -a + -b, so a partial sum stays a partial sum."""
+    (x,) = ts
+    return x.labels, x.partial
 
 
 def _rms_norm(scope: Scope, ts: list[Tensor], attrs: dict):
@@ -185,6 +192,8 @@ RULES: dict[str, Rule] = {
     "silu": _nonlinear,
     "sqrt": _nonlinear,
     "square": _nonlinear,
+    "neg": _linear,
+    **{kind: _nonlinear for kind in ("relu", "sigmoid", "tanh", "gelu", "gelu_erf")},
     "rms_norm": _rms_norm,
     "add": _add,
     "mul": _scale,
@@ -195,7 +204,7 @@ RULES: dict[str, Rule] = {
     "forloop_accum": _accum,
 }
 
-UNARY = ("exp", "silu", "sqrt", "square", "rms_norm")
+UNARY = UNARY_KINDS
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 

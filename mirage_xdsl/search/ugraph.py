@@ -27,7 +27,7 @@ from mirage_xdsl.ir.builder import KernelGraph
 Shape = tuple[int, ...]
 Attrs = tuple[tuple[str, Any], ...]
 
-ELEMENTWISE = frozenset({"add", "mul", "div", "exp", "silu", "sqrt", "square"})
+ELEMENTWISE = frozenset({*t.BINARY_KINDS, *t.ELEMENTWISE_UNARY_KINDS})
 """Kinds a thread graph can hold (``thread`` dialect ops)."""
 
 
