@@ -197,9 +197,7 @@ def matmul(op: kernel.MatmulOp) -> BlockGraph:
 
 
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
-    **{
-        kind: elementwise for kind in (*t.BINARY_KINDS, "exp", "silu", "sqrt", "square")
-    },
+    **{kind: elementwise for kind in (*t.BINARY_KINDS, *t.ELEMENTWISE_UNARY_KINDS)},
     "reduce_sum": reduce_sum,
     "rms_norm": rms_norm,
     "matmul": matmul,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from activation_program import activation_module
 
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
@@ -68,3 +69,12 @@ def test_missing_nvrtc_is_one_line(monkeypatch) -> None:
         assert "nvidia-cuda-nvrtc" in str(info.value)
     finally:
         nvrtc.library.cache_clear()
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("fused", [False, True])
+def test_activations_compile(fused: bool) -> None:
+    """Every activation op at every level: tanhf, erff and fmaxf compile."""
+    program = generate_program(activation_module(fused))
+    assert all(f in program.source for f in ("tanhf(", "erff(", "fmaxf("))
+    check_program(program)

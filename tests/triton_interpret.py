@@ -6,6 +6,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
 
     TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...] [--small]
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
+    TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
 """
 
 from __future__ import annotations
@@ -105,11 +106,25 @@ def random_cases(count: int, first: int = 0) -> None:
         check(f"random {seed}", module, random_inputs(module, seed))
 
 
+def activation_cases() -> None:
+    """The program using every activation op (``tests/activation_program.py``),
+    plain and with its block ops fused into a thread graph."""
+    from activation_program import activation_module
+
+    from mirage_xdsl.workloads import random_inputs
+
+    for fused in (False, True):
+        module = activation_module(fused)
+        check(f"activations fused={fused}", module, random_inputs(module, 0, -2, 2))
+
+
 if __name__ == "__main__":
     small = "--small" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--small"]
     what, n = args[0], int(args[1])
     if what == "workloads":
         workloads(n, tuple(int(b) for b in args[2:]) or (1, 8), small)
+    elif what == "activations":
+        activation_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

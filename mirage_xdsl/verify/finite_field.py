@@ -49,8 +49,7 @@ Q = 33554093
 KEYED_KINDS = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
 """Kinds without an algebraic image in the field: per-trial random functions."""
 KEY_SALTS = {
-    kind: int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest())
-    >> 2
+    kind: int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest()) >> 2
     if kind != "sqrt"
     else 0
     for kind in KEYED_KINDS

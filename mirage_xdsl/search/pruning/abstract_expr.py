@@ -42,7 +42,17 @@ from mirage_xdsl.dialects.block_structure import Phase, phases_of
 
 Shape = tuple[int, ...]
 
-UNARY_HEADS = ("exp", "sqrt", "silu", "neg", "relu", "sigmoid", "tanh", "gelu", "gelu_erf")
+UNARY_HEADS = (
+    "exp",
+    "sqrt",
+    "silu",
+    "neg",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "gelu_erf",
+)
 """Uninterpreted unary heads: ``x ⊑ f(x)`` and nothing else is known of them.
 ``neg`` is one too, since normal forms have no constants to write ``-1 · x``."""
 BINARY_HEADS = ("add", "mul", "div")
