@@ -260,7 +260,26 @@ def rsqrt(c: Converter, node: fx.Node, a: Any) -> Value:
 
 
 def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
+    """Half of a SiLU if ``mul`` meets it with its argument; any other use
+    materialises it as ``kernel.sigmoid`` (:data:`MATERIALISED`)."""
     return Partial("sigmoid", c.value(a), node)
+
+
+def gelu(c: Converter, node: fx.Node, a: Any, approximate: str = "none") -> Value:
+    """``F.gelu(x)`` is the exact (erf) GELU, ``approximate="tanh"`` the other."""
+    kinds = {"none": "gelu_erf", "tanh": "gelu"}
+    if approximate not in kinds:
+        raise unsupported(node, f"GELU approximation {approximate!r}")
+    return unary(kinds[approximate])(c, node, a)
+
+
+def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``a - b`` is ``a + (-b)``: the dialect has negation, not subtraction."""
+    if kw.get("alpha", 1) != 1:
+        raise unsupported(node, f"options {kw}")
+    x, y = _tensor_operands(c, node, a, b)
+    _check(node, shapes.broadcast, node_shape(a), node_shape(b))
+    return c.graph.add(x, c.graph.neg(y))
 
 
 def reduce_sum(
@@ -339,6 +358,11 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.exp: unary("exp"),
     aten.silu: unary("silu"),
     aten.sigmoid: sigmoid,
+    aten.relu: unary("relu"),
+    aten.tanh: unary("tanh"),
+    aten.neg: unary("neg"),
+    aten.gelu: gelu,
+    aten.sub: sub,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,
     aten.pow: pow_,
@@ -356,6 +380,10 @@ ATEN_RULES: dict[Any, Rule] = {
     aten._to_copy: identity,
 }
 """ATen op (overload packet) -> conversion rule."""
+
+MATERIALISED = frozenset({"square", "sigmoid"})
+"""Partial kinds that are ops of their own when used outside their fused op:
+``x^2`` becomes ``kernel.square``, a sigmoid outside SiLU ``kernel.sigmoid``."""
 
 IGNORED = {aten._assert_tensor_metadata.default}
 """Checks torch.export inserts; they compute nothing."""
