@@ -99,3 +99,21 @@ def test_cli_device_without_a_gpu_is_one_line_error(monkeypatch, capsys) -> None
     assert (
         capsys.readouterr().err == "error: --device cuda: torch sees no CUDA GPU here\n"
     )
+
+
+def test_identities_through_a_keyed_function_are_not_proved() -> None:
+    """relu(x) - relu(-x) = x holds, but relu is a keyed random function in
+    the field: the verifier says "not equivalent" (safe, incomplete) while the
+    float cross-check agrees, as docs/verifier.md states."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.verify.equivalence import equivalent, float_check
+
+    g = new_kernel_graph("identity")
+    x = g.new_input((4, 8))
+    g.mark_output(g.add(g.relu(x), g.neg(g.relu(g.neg(x)))))
+    lhs = g.module()
+    h = new_kernel_graph("identity")
+    h.mark_output(h.new_input((4, 8)))
+    rhs = h.module()
+    assert float_check(lhs, rhs).agree
+    assert not equivalent(lhs, rhs).equivalent
