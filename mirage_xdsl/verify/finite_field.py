@@ -48,14 +48,18 @@ Q = 33554093
 
 KEYED_KINDS = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
 """Kinds without an algebraic image in the field: per-trial random functions."""
-KEY_SALTS = {
-    kind: int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest()) >> 2
-    if kind != "sqrt"
-    else 0
-    for kind in KEYED_KINDS
-}
-"""Fixed 62-bit salts that make each keyed kind's function its own (sqrt's
-is 0, so its values are those it always had)."""
+
+
+def _salt(kind: str) -> int:
+    """A fixed 62-bit salt for ``kind``'s keys; sqrt's is 0, so its values
+    are those it always had, and every other kind gets a function of its own."""
+    if kind == "sqrt":
+        return 0
+    return int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest()) >> 2
+
+
+KEY_SALTS = {kind: _salt(kind) for kind in KEYED_KINDS}
+"""Per-kind salts XORed into a trial's sqrt keys."""
 
 # --- values -------------------------------------------------------------------
 
