@@ -279,6 +279,42 @@ class AddScalarOp(t.AddScalarBase):
 
 
 @irdl_op_definition
+class NegOp(t.NegBase):
+    name = "block.neg"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class ReluOp(t.ReluBase):
+    name = "block.relu"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class SigmoidOp(t.SigmoidBase):
+    name = "block.sigmoid"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class TanhOp(t.TanhBase):
+    name = "block.tanh"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class GeluOp(t.GeluBase):
+    name = "block.gelu"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
+class GeluErfOp(t.GeluErfBase):
+    name = "block.gelu_erf"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "block.rms_norm"
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
@@ -367,6 +403,12 @@ BlockDialect = Dialect(
         SquareOp,
         MulScalarOp,
         AddScalarOp,
+        NegOp,
+        ReluOp,
+        SigmoidOp,
+        TanhOp,
+        GeluOp,
+        GeluErfOp,
         RmsNormOp,
         ReduceSumOp,
         ConcatOp,

@@ -101,6 +101,42 @@ class AddScalarOp(t.AddScalarBase):
 
 
 @irdl_op_definition
+class NegOp(t.NegBase):
+    name = "kernel.neg"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReluOp(t.ReluBase):
+    name = "kernel.relu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SigmoidOp(t.SigmoidBase):
+    name = "kernel.sigmoid"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class TanhOp(t.TanhBase):
+    name = "kernel.tanh"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeluOp(t.GeluBase):
+    name = "kernel.gelu"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class GeluErfOp(t.GeluErfBase):
+    name = "kernel.gelu_erf"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "kernel.rms_norm"
     traits = traits_def(Pure())
@@ -228,6 +264,12 @@ Kernel = Dialect(
         SquareOp,
         MulScalarOp,
         AddScalarOp,
+        NegOp,
+        ReluOp,
+        SigmoidOp,
+        TanhOp,
+        GeluOp,
+        GeluErfOp,
         RmsNormOp,
         ReduceSumOp,
         CustomizedOp,

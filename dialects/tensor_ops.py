@@ -304,10 +304,15 @@ class RmsNormBase(TensorOp):
         return tensor_shape(self.input)
 
 
+def _camel(kind_name: str) -> str:
+    """``gelu_erf`` -> ``GeluErf``: the class-name stem of a ``KIND``."""
+    return "".join(part.title() for part in kind_name.split("_"))
+
+
 def unary(kind_name: str, doc: str) -> type[UnaryOp]:
     """Abstract unary base carrying a ``KIND``; dialects subclass it with a name."""
     return type(
-        f"{kind_name.title()}Base",
+        f"{_camel(kind_name)}Base",
         (UnaryOp,),
         {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
     )
@@ -316,7 +321,7 @@ def unary(kind_name: str, doc: str) -> type[UnaryOp]:
 def binary(kind_name: str, doc: str) -> type[BinaryOp]:
     """Abstract binary base carrying a ``KIND``; dialects subclass it with a name."""
     return type(
-        f"{kind_name.title()}Base",
+        f"{_camel(kind_name)}Base",
         (BinaryOp,),
         {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
     )
@@ -326,6 +331,18 @@ ExpBase = unary("exp", "Element-wise e^x.")
 SiluBase = unary("silu", "Element-wise x * sigmoid(x).")
 SqrtBase = unary("sqrt", "Element-wise square root.")
 SquareBase = unary("square", "Element-wise x * x.")
+NegBase = unary("neg", "Element-wise negation, -x.")
+ReluBase = unary("relu", "Element-wise max(x, 0).")
+SigmoidBase = unary("sigmoid", "Element-wise logistic function 1 / (1 + e^-x).")
+TanhBase = unary("tanh", "Element-wise hyperbolic tangent.")
+GeluBase = unary(
+    "gelu",
+    "Element-wise GELU, tanh approximation: "
+    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).",
+)
+GeluErfBase = unary(
+    "gelu_erf", "Element-wise exact GELU: 0.5 x (1 + erf(x / sqrt(2)))."
+)
 AddBase = binary("add", "Element-wise sum with broadcasting.")
 MulBase = binary("mul", "Element-wise product with broadcasting.")
 DivBase = binary("div", "Element-wise quotient with broadcasting.")
@@ -334,7 +351,7 @@ DivBase = binary("div", "Element-wise quotient with broadcasting.")
 def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
     """Abstract scalar-constant base carrying a ``KIND``."""
     return type(
-        f"{kind_name.title().replace('_', '')}Base",
+        f"{_camel(kind_name)}Base",
         (ScalarOp,),
         {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
     )
@@ -343,7 +360,11 @@ def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
 MulScalarBase = scalar("mul_scalar", "Element-wise product with a constant: x * c.")
 AddScalarBase = scalar("add_scalar", "Element-wise sum with a constant: x + c.")
 
-UNARY_KINDS = ("exp", "silu", "sqrt", "square", "rms_norm")
+ACTIVATION_KINDS = ("neg", "relu", "sigmoid", "tanh", "gelu", "gelu_erf")
+"""Element-wise unary kinds added beyond the original project's set."""
+ELEMENTWISE_UNARY_KINDS = ("exp", "silu", "sqrt", "square", *ACTIVATION_KINDS)
+"""Unary kinds computed element by element (every unary kind but ``rms_norm``)."""
+UNARY_KINDS = (*ELEMENTWISE_UNARY_KINDS, "rms_norm")
 BINARY_KINDS = ("add", "mul", "div")
 SCALAR_KINDS = ("mul_scalar", "add_scalar")
 """Element-wise ops with a float constant; each reads ``op.value``."""

@@ -82,6 +82,42 @@ class AddScalarOp(t.AddScalarBase):
 
 
 @irdl_op_definition
+class NegOp(t.NegBase):
+    name = "thread.neg"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class ReluOp(t.ReluBase):
+    name = "thread.relu"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class SigmoidOp(t.SigmoidBase):
+    name = "thread.sigmoid"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class TanhOp(t.TanhBase):
+    name = "thread.tanh"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class GeluOp(t.GeluBase):
+    name = "thread.gelu"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
+class GeluErfOp(t.GeluErfBase):
+    name = "thread.gelu_erf"
+    traits = traits_def(Pure(), IN_THREAD_GRAPH)
+
+
+@irdl_op_definition
 class YieldOp(IRDLOperation):
     """Returns the thread graph's results to the enclosing block graph."""
 
@@ -109,6 +145,12 @@ Thread = Dialect(
         SquareOp,
         MulScalarOp,
         AddScalarOp,
+        NegOp,
+        ReluOp,
+        SigmoidOp,
+        TanhOp,
+        GeluOp,
+        GeluErfOp,
         YieldOp,
     ],
     [],

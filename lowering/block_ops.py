@@ -153,7 +153,7 @@ def concat(env: TileEnv, op: block.ConcatOp) -> None:
 LOWERINGS: dict[str, Callable[..., None]] = {
     **{
         kind: elementwise
-        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, "exp", "silu", "sqrt", "square")
+        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS)
     },
     "rms_norm": rms_norm,
     "reduce_sum": reduce_sum,

@@ -199,7 +199,7 @@ def matmul(op: kernel.MatmulOp) -> BlockGraph:
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     **{
         kind: elementwise
-        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, "exp", "silu", "sqrt", "square")
+        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS)
     },
     "reduce_sum": reduce_sum,
     "rms_norm": rms_norm,

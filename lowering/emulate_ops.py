@@ -34,6 +34,7 @@ from mirage_xdsl.lowering.emulate_state import (
     np_dtype,
 )
 from mirage_xdsl.lowering.emulate_warp import ldmatrix, mma, shfl_xor
+from mirage_xdsl.semantics.domain import erf
 
 
 def _constant(e: LaneEnv, op: arith.ConstantOp, mask) -> None:
@@ -196,6 +197,9 @@ HANDLERS = {
     arith.TruncFOp: _unary(lambda x: np.asarray(x, np.float16)),
     math.ExpOp: _unary(lambda x: np.exp(np.asarray(x, np.float32))),
     math.SqrtOp: _unary(lambda x: np.sqrt(np.asarray(x, np.float32))),
+    math.TanhOp: _unary(lambda x: np.tanh(np.asarray(x, np.float32))),
+    math.ErfOp: _unary(lambda x: erf(np.asarray(x, np.float32))),
+    arith.MaximumfOp: _binary(lambda a, b: np.maximum(np.float32(a), np.float32(b))),
     memref.LoadOp: _load,
     memref.StoreOp: _store,
     vector.ExtractOp: _extract,

@@ -140,6 +140,18 @@ class GpuBuilder:
     def sqrt(self, a: SSAValue) -> SSAValue:
         return self.value(math.SqrtOp(a))
 
+    def negf(self, a: SSAValue) -> SSAValue:
+        return self.value(arith.NegfOp(a))
+
+    def maxf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.value(arith.MaximumfOp(a, b))
+
+    def tanh(self, a: SSAValue) -> SSAValue:
+        return self.value(math.TanhOp(a))
+
+    def erf(self, a: SSAValue) -> SSAValue:
+        return self.value(math.ErfOp(a))
+
     def zeros(self, ty: VectorType) -> SSAValue:
         return self.value(
             arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [0.0]))

@@ -21,6 +21,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.dialects.gpux import ShflXorOp
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
+from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
 
 WARP = 32
 
@@ -172,6 +173,34 @@ def silu(b: GpuBuilder, x: SSAValue) -> SSAValue:
     return b.divf(x, b.addf(one, b.exp(b.value(arith.NegfOp(x)))))
 
 
+def sigmoid(b: GpuBuilder, x: SSAValue) -> SSAValue:
+    one = b.f32(1.0)
+    return b.divf(one, b.addf(one, b.exp(b.negf(x))))
+
+
+def relu(b: GpuBuilder, x: SSAValue) -> SSAValue:
+    return b.maxf(x, b.f32(0.0))
+
+
+def _half_x_times_one_plus(b: GpuBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """0.5 x (1 + y), the shape both GELUs share."""
+    return b.mulf(b.mulf(b.f32(0.5), x), b.addf(b.f32(1.0), y))
+
+
+def gelu(b: GpuBuilder, x: SSAValue) -> SSAValue:
+    """The tanh approximation, as the interpreter computes it."""
+    cubic = b.mulf(b.f32(GELU_TANH_CUBIC), b.mulf(x, b.mulf(x, x)))
+    inner = b.mulf(b.f32(GELU_TANH_SCALE), b.addf(x, cubic))
+    return _half_x_times_one_plus(b, x, b.tanh(inner))
+
+
+def gelu_erf(b: GpuBuilder, x: SSAValue) -> SSAValue:
+    return _half_x_times_one_plus(b, x, b.erf(b.mulf(x, b.f32(SQRT_HALF))))
+
+
+SQRT_HALF = 0.7071067811865476
+"""1 / sqrt(2), the argument scale of the exact GELU's erf."""
+
 SCALAR: dict[str, Callable[..., SSAValue]] = {
     "add": GpuBuilder.addf,
     "mul": GpuBuilder.mulf,
@@ -180,6 +209,12 @@ SCALAR: dict[str, Callable[..., SSAValue]] = {
     "sqrt": GpuBuilder.sqrt,
     "square": lambda b, x: b.mulf(x, x),
     "silu": silu,
+    "neg": GpuBuilder.negf,
+    "relu": relu,
+    "sigmoid": sigmoid,
+    "tanh": GpuBuilder.tanh,
+    "gelu": gelu,
+    "gelu_erf": gelu_erf,
 }
 """Per-element f32 arithmetic of each element-wise ``KIND``."""
 

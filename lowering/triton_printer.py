@@ -12,7 +12,7 @@ Padding must not leak into real lanes. It can only do so through a sum over a
 padded dim (``reduce_sum``, a sum/mean/rms accumulator, ``rms_norm``, a
 matmul's K), so the printer tracks which values are *clean* (zero in every
 padded lane: loads, and what add, mul, square, silu, sqrt and matmul make of
-clean values) and masks the others to zero before such a sum.
+clean values, and the other activations but sigmoid) and masks the others to zero before such a sum.
 
 Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
 (f16 or bf16 run on tensor cores) and accumulate in fp32, as the interpreter's
@@ -31,13 +31,43 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
+from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
 
-CLEAN_UNARY = ("silu", "sqrt", "square", "mul_scalar")
-"""Unary kinds that map 0 to 0, so padding stays zero."""
+CLEAN_UNARY = (
+    "silu",
+    "sqrt",
+    "square",
+    "mul_scalar",
+    "neg",
+    "relu",
+    "tanh",
+    "gelu",
+    "gelu_erf",
+)
+"""Unary kinds that map 0 to 0, so padding stays zero (sigmoid(0) is 1/2)."""
+
+TRITON_UNARY: dict[str, str] = {
+    "exp": "tl.exp({x})",
+    "silu": "{x} * tl.sigmoid({x})",
+    "sqrt": "tl.sqrt({x})",
+    "square": "{x} * {x}",
+    "neg": "-{x}",
+    "relu": "tl.maximum({x}, 0.0)",
+    "sigmoid": "tl.sigmoid({x})",
+    # tanh(y) = 2 sigmoid(2y) - 1: tl.sigmoid exists in every Triton release
+    # we support, a tanh does not (tl.math.tanh is missing from 3.9).
+    "tanh": "(2.0 * tl.sigmoid(2.0 * {x}) - 1.0)",
+    "gelu": (
+        f"(0.5 * {{x}} * (1.0 + (2.0 * tl.sigmoid(2.0 * {GELU_TANH_SCALE!r}"
+        f" * ({{x}} + {GELU_TANH_CUBIC!r} * {{x}} * {{x}} * {{x}})) - 1.0)))"
+    ),
+    "gelu_erf": "(0.5 * {x} * (1.0 + tl.math.erf({x} * 0.7071067811865476)))",
+}
+"""The fp32 Triton expression of each element-wise unary ``KIND``."""
 CLEAN_BINARY = ("add", "mul")
 
 
@@ -324,18 +354,12 @@ class KernelPrinter:
             case "add" | "mul" | "div":
                 sym = {"add": "+", "mul": "*", "div": "/"}[kind]
                 expr = f"{x[0]} {sym} {x[1]}"
-            case "exp":
-                expr = f"tl.exp({x[0]})"
-            case "silu":
-                expr = f"{x[0]} * tl.sigmoid({x[0]})"
-            case "sqrt":
-                expr = f"tl.sqrt({x[0]})"
-            case "square":
-                expr = f"{x[0]} * {x[0]}"
             case "mul_scalar":
                 expr = f"{x[0]} * {float_literal(op.value)}"  # type: ignore[attr-defined]
             case "add_scalar":
                 expr = f"{x[0]} + {float_literal(op.value)}"  # type: ignore[attr-defined]
+            case _ if kind in TRITON_UNARY:
+                expr = TRITON_UNARY[kind].format(x=x[0])
             case "rms_norm":
                 m = self.masked(args[0], phase)
                 n = real[-1]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from activation_program import activation_module
 
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
@@ -81,4 +82,13 @@ def test_float_constants_compile() -> None:
     program = generate_program(module)
     # the constant's fp32 value, printed exactly (repr of that float)
     assert f"{float(np.float32(0.10206207261596575))!r}f" in program.source
+    check_program(program)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("fused", [False, True])
+def test_activations_compile(fused: bool) -> None:
+    """Every activation op at every level: tanhf, erff and fmaxf compile."""
+    program = generate_program(activation_module(fused))
+    assert all(f in program.source for f in ("tanhf(", "erff(", "fmaxf("))
     check_program(program)

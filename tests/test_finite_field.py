@@ -144,6 +144,29 @@ def test_silu_matches_its_definition() -> None:
     assert np.array_equal(d.silu(x).p, want.p)
 
 
+def test_sigmoid_is_silu_over_x_and_neg_is_exact() -> None:
+    d = FiniteFieldDomain(5)
+    x = d.random(np.random.default_rng(5), (64,))
+    assert np.array_equal(d.mul(x, d.sigmoid(x)).p, d.silu(x).p)
+    assert np.all(d.add(x, d.neg(x)).p == 0) and np.all(d.add(x, d.neg(x)).q == 0)
+
+
+def test_keyed_activations_are_functions_distinct_per_kind() -> None:
+    """relu, tanh, gelu, gelu_erf: like sqrt, equal arguments give equal
+    values; two kinds on the same argument agree only by chance."""
+    d = FiniteFieldDomain(6)
+    x = d.random(np.random.default_rng(6), (1000,))
+    kinds = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
+    values = {k: getattr(d, k)(np.concatenate([x, x])) for k in kinds}
+    for k, v in values.items():
+        assert np.array_equal(v.p[:1000], v.p[1000:]), k
+        assert np.all((v.p > 0) & (v.p < P)), k
+    for a in kinds:
+        for b in kinds:
+            if a < b:
+                assert np.mean(values[a].p == values[b].p) < 0.01, (a, b)
+
+
 def test_floats_are_refused() -> None:
     with pytest.raises(TypeError):
         FiniteFieldDomain(0).load(np.ones(3, np.float32))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from activation_program import activation_module
 from xdsl.dialects import gpu
 
 from mirage_xdsl.dialects import gpux, kernel
@@ -90,6 +91,18 @@ def test_fused_thread_graph_is_emulated_correctly() -> None:
     assert any(op.name == "block.thread_graph" for op in module.walk())
     (got,) = emulate(module, xs)
     assert rel_error(got, ref[0]) < 2e-3
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_activations_are_emulated_correctly(fused: bool) -> None:
+    """Every activation op at the kernel, block and thread levels, on inputs
+    of both signs, through the CUDA lowering and its emulator."""
+    module = activation_module(fused)
+    xs = random_inputs(module, 0, -2.0, 2.0)
+    ref = run(module, xs)
+    got = emulate(module, xs)
+    for g, r in zip(got, ref, strict=True):
+        assert rel_error(g, r) < 5e-3
 
 
 def _fused_rmsnorm_linear():

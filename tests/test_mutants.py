@@ -87,3 +87,46 @@ def test_constant_mutants_are_rejected() -> None:
             continue
         verdict = equivalent(plain, mutant.module)
         assert not verdict.equivalent, f"accepted mutant {mutant.description}"
+
+
+def _gated(kind: str, on_up: bool = False, fused: bool = False):
+    """act(X·A) ∘ (X·B), or with ``on_up`` the activation on the other
+    product; ``fused`` computes it as one customized kernel split over rows."""
+    from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+
+    g = new_kernel_graph(f"{kind}_gated")
+    x, a, b = g.new_input((8, 16)), g.new_input((16, 32)), g.new_input((16, 32))
+    if not fused:
+        gate, up = g.matmul(x, a), g.matmul(x, b)
+        if on_up:
+            gate, up = up, gate
+        g.mark_output(g.mul(getattr(g, kind)(gate), up))
+        return g.module()
+    bg = new_threadblock_graph((2, 1, 1), (128, 1, 1), 1)
+    bx = bg.new_input(x, (0, -1, -1), -1)
+    ba, bb = bg.new_input(a, (-1, -1, -1), -1), bg.new_input(b, (-1, -1, -1), -1)
+    bg.new_output(
+        bg.mul(getattr(bg, kind)(bg.matmul(bx, ba)), bg.matmul(bx, bb)), (0, -1, -1)
+    )
+    (out,) = g.customized([x, a, b], bg)
+    g.mark_output(out)
+    return g.module()
+
+
+@pytest.mark.parametrize("kind", ["relu", "gelu", "gelu_erf", "tanh", "sigmoid"])
+def test_activation_on_the_wrong_argument_is_rejected(kind: str) -> None:
+    """A keyed random function (relu, tanh, the GELUs) or the exp model
+    (sigmoid) tells act(X·A) ∘ (X·B) from (X·A) ∘ act(X·B); the fused kernel
+    that computes the same activation of the same argument is accepted."""
+    plain = _gated(kind)
+    assert equivalent(plain, _gated(kind, fused=True)).equivalent
+    assert not equivalent(plain, _gated(kind, on_up=True)).equivalent
+    kinds = {
+        m.description.split("-> ")[-1]
+        for m in mutants(plain)
+        if "kind" in m.description
+    }
+    assert {"relu", "gelu", "gelu_erf", "tanh", "sigmoid", "neg"} - {kind} <= kinds
+    for mutant in mutants(plain):
+        if "kind" in mutant.description:
+            assert not equivalent(plain, mutant.module).equivalent, mutant.description

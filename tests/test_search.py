@@ -280,3 +280,26 @@ def test_scaled_attention_fuses_its_scale() -> None:
     assert [(s.KIND, s.value) for s in scales] == [("mul_scalar", 0.125)]
     assert_same_function(program, outcome)
     assert equivalent(program, ModuleOp([outcome.function.clone()])).equivalent
+
+
+@pytest.mark.parametrize("kind", ["relu", "gelu"])
+def test_activation_fused_after_matmul(kind: str) -> None:
+    """act(X·W), two kernels, becomes one customized kernel that applies the
+    activation to the block matmul's tile; the verifier proves it."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.verify.equivalence import equivalent
+
+    g = new_kernel_graph(f"{kind}_linear")
+    x, w = g.new_input((8, 64)), g.new_input((64, 64))
+    g.mark_output(getattr(g, kind)(g.matmul(x, w)))
+    program = g.module()
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir="none"
+    )
+    op = only_customized(outcome)
+    assert "matmul" in block_kinds(op) and kind in block_kinds(op)
+    assert_same_function(program, outcome)
+    found = ModuleOp([outcome.function.clone()])
+    assert equivalent(program, found).equivalent

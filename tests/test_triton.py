@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from activation_program import activation_module
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.ir.context import make_context
@@ -153,6 +154,17 @@ def test_interpreted_random_ugraphs_match_ours() -> None:
     assert not _failures(rows)
 
 
+def test_interpreted_activations_match_ours() -> None:
+    """Every activation op at the kernel, block and thread levels, run by
+    Triton's interpreter on inputs in [-2, 2] (both signs of each op)."""
+    rows = _interpret("activations", "0")
+    assert {r["case"] for r in rows} == {
+        "activations fused=False",
+        "activations fused=True",
+    }
+    assert not _failures(rows)
+
+
 # --- compilation to cubin (Triton's own lowering, no GPU) -------------------------
 
 
@@ -191,6 +203,14 @@ def test_random_ugraphs_compile_to_cubin(seed: int) -> None:
 
     for compiled in _compile_all_forms(random_module(np.random.default_rng(seed))):
         _check_compiled(compiled)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_activations_compile_to_cubin(fused: bool) -> None:
+    for compiled in _compile_all_forms(activation_module(fused)):
+        _check_compiled(compiled)
+    source = generate_triton(activation_module(fused)).source
+    assert "tl.maximum(" in source and "tl.math.erf(" in source
 
 
 # --- the runtime launches Triton kernels like any other --------------------------

@@ -125,3 +125,21 @@ def test_scalar_constants_are_exact_rationals():
     assert verify(_one_input(lambda g, x: g.add_scalar(x, 0.5)), shifted).equivalent
     eps = _one_input(lambda g, x: g.rms_norm(x, eps=1e-6))
     assert not verify(eps, _one_input(lambda g, x: g.rms_norm(x))).equivalent
+
+
+def test_identities_through_a_keyed_function_are_not_proved() -> None:
+    """relu(x) - relu(-x) = x holds, but relu is a keyed random function in
+    the field: the verifier says "not equivalent" (safe, incomplete) while the
+    float cross-check agrees, as docs/verifier.md states."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.verify.equivalence import equivalent, float_check
+
+    g = new_kernel_graph("identity")
+    x = g.new_input((4, 8))
+    g.mark_output(g.add(g.relu(x), g.neg(g.relu(g.neg(x)))))
+    lhs = g.module()
+    h = new_kernel_graph("identity")
+    h.mark_output(h.new_input((4, 8)))
+    rhs = h.module()
+    assert float_check(lhs, rhs).agree
+    assert not equivalent(lhs, rhs).equivalent

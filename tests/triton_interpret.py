@@ -7,6 +7,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py workloads 8 [BATCH ...] [--small]
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
     TRITON_INTERPRET=1 python tests/triton_interpret.py file PATH.mlir
+    TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
 """
 
 from __future__ import annotations
@@ -116,6 +117,18 @@ def file_case(path: str) -> None:
     check(path, module, random_inputs(module, 0))
 
 
+def activation_cases() -> None:
+    """The program using every activation op (``tests/activation_program.py``),
+    plain and with its block ops fused into a thread graph."""
+    from activation_program import activation_module
+
+    from mirage_xdsl.workloads import random_inputs
+
+    for fused in (False, True):
+        module = activation_module(fused)
+        check(f"activations fused={fused}", module, random_inputs(module, 0, -2, 2))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "file":
         file_case(sys.argv[2])
@@ -125,5 +138,7 @@ if __name__ == "__main__":
     what, n = args[0], int(args[1])
     if what == "workloads":
         workloads(n, tuple(int(b) for b in args[2:]) or (1, 8), small)
+    elif what == "activations":
+        activation_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

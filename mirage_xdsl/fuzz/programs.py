@@ -41,6 +41,7 @@ from mirage_xdsl.dialects.block_structure import (
 )
 from mirage_xdsl.ir.builder import float16
 from mirage_xdsl.semantics import inputs
+from mirage_xdsl.semantics.domain import gelu_tanh
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.0
 """Inputs the value intervals assume (see :func:`random_inputs`)."""
@@ -65,8 +66,25 @@ UNARY_BOUNDS: dict[str, Callable[[float, float], tuple[float, float]]] = {
     "sqrt": lambda lo, hi: (math.sqrt(lo), math.sqrt(hi)),
     "square": lambda lo, hi: (lo * lo, hi * hi),
     "rms_norm": lambda lo, hi: (lo / hi, hi / lo),
+    # Monotone increasing on positive arguments (gelu for x > -0.75), so the
+    # interval's ends map to the result's.
+    **{
+        kind: lambda lo, hi, f=f: (f(lo), f(hi))
+        for kind, f in (
+            ("relu", lambda x: max(x, 0.0)),
+            ("sigmoid", lambda x: 1 / (1 + exp(-x))),
+            ("tanh", math.tanh),
+            ("gelu", lambda x: float(gelu_tanh(np.float64(x)))),
+            ("gelu_erf", lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2)))),
+        )
+    },
 }
-"""Interval of a unary op's result from its operand's (positive) interval."""
+"""Interval of a unary op's result from its operand's (positive) interval.
+``neg`` has none: every value the generator makes is positive (its intervals
+and the fp16-safe range assume so), so it never draws ``neg``."""
+
+UNFUZZED = frozenset({"neg"})
+"""Kinds the generator never draws (see :data:`UNARY_BOUNDS`)."""
 
 SCALAR_CONSTANTS: dict[str, tuple[float, ...]] = {
     "mul_scalar": (0.125, 0.5, 2.0, 3.0, 0.1),
@@ -357,7 +375,7 @@ class Graph:
 
 # --- thread graphs -----------------------------------------------------------
 
-THREAD_MENU = tuple(THREAD_OPS)
+THREAD_MENU = tuple(k for k in THREAD_OPS if k not in UNFUZZED)
 """Thread graphs are element-wise chains: every thread op but the terminator."""
 
 
@@ -400,8 +418,8 @@ def add_thread_graph(g: Graph) -> Val | None:
 
 BLOCK_MENU = (
     "matmul", "add", "mul", "div", "exp", "silu", "sqrt", "square",
-    "mul_scalar", "add_scalar", "rms_norm", "reduce_sum", "concat",
-    "forloop_accum", "forloop_accum",
+    "relu", "sigmoid", "tanh", "gelu", "gelu_erf", "mul_scalar", "add_scalar",
+    "rms_norm", "reduce_sum", "concat", "forloop_accum", "forloop_accum",
 )  # fmt: skip
 """Block-level kinds (``thread_graph`` is drawn separately, by its probability)."""
 
@@ -574,7 +592,7 @@ def add_customized(kg: Graph) -> Val | None:
     return c.finish(saved)[0]
 
 
-KERNEL_MENU = tuple(KERNEL_OPS)
+KERNEL_MENU = tuple(k for k in KERNEL_OPS if k not in UNFUZZED)
 
 KINDS = tuple(dict.fromkeys([*KERNEL_MENU, *BLOCK_MENU, "customized", "thread_graph"]))
 """Every op kind :func:`random_module` can be restricted to."""

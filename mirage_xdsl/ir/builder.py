@@ -87,6 +87,26 @@ class _Builder:
         """``a + c`` for a float constant ``c``."""
         return self._add(self._op("AddScalarOp")(a, c))
 
+    def neg(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("NegOp")(a))
+
+    def relu(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("ReluOp")(a))
+
+    def sigmoid(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("SigmoidOp")(a))
+
+    def tanh(self, a: SSAValue) -> SSAValue:
+        return self._add(self._op("TanhOp")(a))
+
+    def gelu(self, a: SSAValue) -> SSAValue:
+        """GELU with the tanh approximation (``F.gelu(x, approximate="tanh")``)."""
+        return self._add(self._op("GeluOp")(a))
+
+    def gelu_erf(self, a: SSAValue) -> SSAValue:
+        """Exact GELU, ``0.5 x (1 + erf(x / sqrt 2))`` (``F.gelu(x)``)."""
+        return self._add(self._op("GeluErfOp")(a))
+
     def rms_norm(self, a: SSAValue, eps: float = 0.0) -> SSAValue:
         """``a / sqrt(mean(a^2) + eps)`` over the last dim."""
         return self._add(self._op("RmsNormOp")(a, eps))

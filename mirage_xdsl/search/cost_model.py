@@ -56,7 +56,17 @@ H100 = Target()
 
 ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ACCUMULATOR_BYTES = 4
-TRANSCENDENTAL_FLOPS = {"exp": 4, "silu": 6, "sqrt": 4, "rms_norm": 8}
+TRANSCENDENTAL_FLOPS = {
+    "exp": 4,
+    "silu": 6,
+    "sqrt": 4,
+    "rms_norm": 8,
+    "sigmoid": 6,
+    "tanh": 8,
+    "gelu": 12,
+    "gelu_erf": 12,
+}
+"""Flops per element of the kinds that cost more than one (neg and relu: one)."""
 
 
 def numel(shape: Sequence[int]) -> int:

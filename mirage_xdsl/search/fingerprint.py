@@ -18,7 +18,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mirage_xdsl.semantics.domain import FloatDomain
 from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, _broadcast_except
+
+FLOAT64 = FloatDomain(np.float64)
+"""The reference's element-wise functions, in float64 for stable fingerprints."""
 
 DIGITS = 6
 
@@ -48,6 +52,8 @@ def evaluate(
                 return x / (1 + np.exp(-x))
             case "sqrt":
                 return np.sqrt(x)
+            case "neg" | "relu" | "sigmoid" | "tanh" | "gelu" | "gelu_erf":
+                return getattr(FLOAT64, kind)(x)
             case "square":
                 return x * x
             case "matmul":

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mirage_xdsl.dialects.tensor_ops import UNARY_KINDS
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.adapters import Expr
 
@@ -70,8 +71,9 @@ def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
 
 
 def _linear(scope: Scope, ts: list[Tensor], attrs: dict):
-    """mul_scalar: scaling by a constant commutes with sums, so a partial sum
-    may be scaled."""
+    """mul_scalar and neg: scaling by a constant (-1 for neg) commutes with
+    sums, c (a + b) = c a + c b, so a partial sum may be scaled and stays a
+    partial sum."""
     (x,) = ts
     return x.labels, x.partial
 
@@ -192,6 +194,8 @@ RULES: dict[str, Rule] = {
     "silu": _nonlinear,
     "sqrt": _nonlinear,
     "square": _nonlinear,
+    "neg": _linear,
+    **{kind: _nonlinear for kind in ("relu", "sigmoid", "tanh", "gelu", "gelu_erf")},
     "rms_norm": _rms_norm,
     "mul_scalar": _linear,
     "add_scalar": _nonlinear,
@@ -204,7 +208,7 @@ RULES: dict[str, Rule] = {
     "forloop_accum": _accum,
 }
 
-UNARY = ("exp", "silu", "sqrt", "square", "rms_norm")
+UNARY = UNARY_KINDS
 SCALAR = ("mul_scalar", "add_scalar")
 """Element-wise ops with a constant; the generator takes their constants from
 the target program (``labels.Axes.constants``)."""

@@ -28,9 +28,7 @@ from mirage_xdsl.search.labels import constant_attrs
 Shape = tuple[int, ...]
 Attrs = tuple[tuple[str, Any], ...]
 
-ELEMENTWISE = frozenset(
-    {"add", "mul", "div", "exp", "silu", "sqrt", "square", "mul_scalar", "add_scalar"}
-)
+ELEMENTWISE = frozenset({*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS})
 """Kinds a thread graph can hold (``thread`` dialect ops)."""
 
 

@@ -12,9 +12,37 @@ number system to the domain.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
+
+GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+"""sqrt(2/pi), the scale inside the tanh approximation of GELU."""
+GELU_TANH_CUBIC = 0.044715
+"""The cubic coefficient of the tanh approximation of GELU."""
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function element-wise, in ``x``'s float type.
+
+    numpy has no erf and scipy is not a dependency; ``math.erf`` is exact to
+    double precision, which the fp32 reference rounds.
+    """
+    x = np.asarray(x)
+    return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1 + np.tanh(GELU_TANH_SCALE * (x + GELU_TANH_CUBIC * x * x * x)))
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """Exact GELU: 0.5 x (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1 + erf(x / np.sqrt(x.dtype.type(2.0))))
 
 
 class Domain(Protocol):
@@ -47,6 +75,18 @@ class Domain(Protocol):
     def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
         """``x + c`` for a finite float constant."""
         ...
+
+    def neg(self, x: np.ndarray) -> np.ndarray: ...
+
+    def relu(self, x: np.ndarray) -> np.ndarray: ...
+
+    def sigmoid(self, x: np.ndarray) -> np.ndarray: ...
+
+    def tanh(self, x: np.ndarray) -> np.ndarray: ...
+
+    def gelu(self, x: np.ndarray) -> np.ndarray: ...
+
+    def gelu_erf(self, x: np.ndarray) -> np.ndarray: ...
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Matmul over the last two axes, broadcasting leading axes."""
@@ -98,6 +138,24 @@ class FloatDomain:
 
     def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
         return x + self.dtype(c)
+
+    def neg(self, x: np.ndarray) -> np.ndarray:
+        return -x
+
+    def relu(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, x.dtype.type(0))
+
+    def sigmoid(self, x: np.ndarray) -> np.ndarray:
+        return 1 / (1 + np.exp(-x))
+
+    def tanh(self, x: np.ndarray) -> np.ndarray:
+        return np.tanh(x)
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        return gelu_tanh(x)
+
+    def gelu_erf(self, x: np.ndarray) -> np.ndarray:
+        return gelu_erf(x)
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)

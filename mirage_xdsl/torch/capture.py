@@ -10,7 +10,8 @@ Some torch values have no kernel-dialect op of their own but are pieces of one:
 is half of a SiLU. Rules return those as :class:`Partial` values, which later
 rules combine into the fused op (``x * rsqrt(mean(x^2))`` becomes
 ``kernel.rms_norm``). A partial value that reaches any other op is
-*materialised* if it can be (``x^2`` becomes ``kernel.square``), otherwise the
+*materialised* if it can be (``x^2`` becomes ``kernel.square``, a sigmoid
+that is not half of a SiLU ``kernel.sigmoid``), otherwise the
 capture fails with a located one-line message naming the torch op.
 
 Semantics the kernel dialect fixes, and that capture therefore adopts:
@@ -22,8 +23,9 @@ Semantics the kernel dialect fixes, and that capture therefore adopts:
   ``mean(x^2) + eps`` becomes ``kernel.rms_norm``'s ``eps``, and a weight other
   than all ones becomes a broadcast multiply;
 - a Python number is a constant only in ``x * c``, ``c * x``, ``x / c``
-  (``kernel.mul_scalar``), ``x + c``, ``c + x`` and ``x - c``
-  (``kernel.add_scalar``); ``c / x`` and ``c - x`` are refused;
+  (``kernel.mul_scalar``), ``x + c``, ``c + x``, ``x - c`` and ``c - x``
+  (``kernel.add_scalar``, of ``kernel.neg(x)`` for ``c - x``); ``c / x`` is
+  refused;
 - reductions keep the reduced dim (``keepdim=True``) and element-wise operands
   have equal ranks, because the dialect has no reshape or transpose.
 
@@ -55,7 +57,13 @@ from mirage_xdsl.torch.nodes import (
     node_shape,
     unsupported,
 )
-from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED, Parameter, Value
+from mirage_xdsl.torch.rules import (
+    ATEN_RULES,
+    IGNORED,
+    MATERIALISED,
+    Parameter,
+    Value,
+)
 from mirage_xdsl.torch.trace import export, program_name
 
 
@@ -153,17 +161,17 @@ class Converter:
                 v.value = self.graph.new_input(node_shape(node), node_dtype(node))
                 self.parameters.append(v.tensor)
             return v.value
-        if v.kind == "square":
-            self.env[node] = square = self.graph.square(v.x)
-            return square
+        if v.kind in MATERIALISED:
+            self.env[node] = value = getattr(self.graph, v.kind)(v.x)
+            return value
         what = {
             "mean_square": "mean(x^2)",
             "rms": "sqrt(mean(x^2))",
             "inv_rms": "rsqrt(mean(x^2))",
-            "sigmoid": "sigmoid(x)",
         }[v.kind]
-        use = "x * sigmoid(x) (SiLU)" if v.kind == "sigmoid" else RMS_NORM_FORMS
-        raise unsupported(v.node, f"{what} is only supported as part of {use}")
+        raise unsupported(
+            v.node, f"{what} is only supported as part of {RMS_NORM_FORMS}"
+        )
 
     def constant(self, tensor: torch.Tensor) -> SSAValue:
         """A tensor computed at capture from parameters (a transposed weight, a

@@ -82,7 +82,7 @@ def _refuse_scalars(node: fx.Node, *args: Any) -> None:
             raise unsupported(
                 node,
                 f"scalar operand {a!r} here (constants exist only as x * c, "
-                "x / c, x + c and x - c)",
+                "x / c, x + c, x - c and c - x)",
             )
 
 
@@ -239,24 +239,30 @@ def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
 
 
 def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
-    """``x - c`` with a Python number is ``add_scalar(x, -c)``; ``c - x`` and
-    the difference of two tensors have no kernel-dialect op."""
+    """``x - c`` with a Python number is ``add_scalar(x, -c)`` (inside an
+    RMSNorm, ``eps - c``), ``c - x`` is ``add_scalar(neg(x), c)``, and ``a - b``
+    of two tensors ``a + (-b)``: the dialect has negation, not subtraction."""
     if kw.get("alpha", 1) != 1:
         raise unsupported(node, f"options {kw}")
     scalar = _tensor_and_scalar(a, b, commutes=False)
-    if scalar is None:
-        what = "c - x" if _scalar(a) is not None else "a difference of tensors"
-        raise unsupported(node, f"{what} (the kernel dialect has x - c only)")
-    x, k = scalar
-    ms = _partial(c, x, "mean_square")
-    if ms is not None:
-        return Partial("mean_square", ms.x, node, ms.eps - k)
-    return c.graph.add_scalar(c.value(x), -k)
+    if scalar is not None:
+        x, k = scalar
+        ms = _partial(c, x, "mean_square")
+        if ms is not None:
+            return Partial("mean_square", ms.x, node, ms.eps - k)
+        return c.graph.add_scalar(c.value(x), -k)
+    k = _scalar(a)
+    if k is not None and isinstance(b, fx.Node):
+        return c.graph.add_scalar(c.graph.neg(c.value(b)), k)
+    x, y = _tensor_operands(c, node, a, b)
+    _check(node, shapes.broadcast, node_shape(a), node_shape(b))
+    return c.graph.add(x, c.graph.neg(y))
 
 
-def rsub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
-    """``c - x``: refused, as the kernel dialect has ``x - c`` only."""
-    raise unsupported(node, "c - x (the kernel dialect has x - c only)")
+def rsub(c: Converter, node: fx.Node, a: Any, b: Any, alpha: Any = 1) -> Value:
+    """``torch.rsub(x, c)`` is ``c - x``: :func:`sub` with the operands swapped
+    (``aten.rsub`` takes its ``alpha`` by position)."""
+    return sub(c, node, b, a, alpha=alpha)
 
 
 def mul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
@@ -322,7 +328,17 @@ def rsqrt(c: Converter, node: fx.Node, a: Any) -> Value:
 
 
 def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
+    """Half of a SiLU if ``mul`` meets it with its argument; any other use
+    materialises it as ``kernel.sigmoid`` (:data:`MATERIALISED`)."""
     return Partial("sigmoid", c.value(a), node)
+
+
+def gelu(c: Converter, node: fx.Node, a: Any, approximate: str = "none") -> Value:
+    """``F.gelu(x)`` is the exact (erf) GELU, ``approximate="tanh"`` the other."""
+    kinds = {"none": "gelu_erf", "tanh": "gelu"}
+    if approximate not in kinds:
+        raise unsupported(node, f"GELU approximation {approximate!r}")
+    return unary(kinds[approximate])(c, node, a)
 
 
 def reduce_sum(
@@ -407,6 +423,10 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.exp: unary("exp"),
     aten.silu: unary("silu"),
     aten.sigmoid: sigmoid,
+    aten.relu: unary("relu"),
+    aten.tanh: unary("tanh"),
+    aten.neg: unary("neg"),
+    aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,
     aten.pow: pow_,
@@ -424,6 +444,10 @@ ATEN_RULES: dict[Any, Rule] = {
     aten._to_copy: identity,
 }
 """ATen op (overload packet) -> conversion rule."""
+
+MATERIALISED = frozenset({"square", "sigmoid"})
+"""Partial kinds that are ops of their own when used outside their fused op:
+``x^2`` becomes ``kernel.square``, a sigmoid outside SiLU ``kernel.sigmoid``."""
 
 IGNORED = {aten._assert_tensor_metadata.default}
 """Checks torch.export inserts; they compute nothing."""

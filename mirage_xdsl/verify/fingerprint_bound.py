@@ -7,7 +7,8 @@ is a rational function ``N / D`` of three groups of variables:
 - ``input``: the inputs' Z_p components (uniform over Z_p),
 - ``exp``: exp atoms ``omega ** t`` (uniform over the order-q subgroup under the
   generic-exponent model), closed under inverses,
-- ``sqrt``: values of the random sqrt function (uniform over Z_p).
+- ``sqrt``: values of the random sqrt function (uniform over Z_p), and of the
+  other keyed random functions (relu, tanh, gelu, gelu_erf), counted alike.
 
 For each tensor the walk keeps the degree of ``N`` and ``D`` in each group, and
 which axes the denominator and the set of sqrt atoms are constant along: a sum
@@ -30,7 +31,7 @@ from xdsl.ir import Operation, SSAValue
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.semantics.interpreter import entry_function
-from mirage_xdsl.verify.finite_field import P, Q
+from mirage_xdsl.verify.finite_field import KEYED_KINDS, P, Q
 
 GROUPS = ("input", "exp", "sqrt")
 Vec = tuple[int, int, int]
@@ -181,6 +182,17 @@ class _Walk:
         shape = a.shape
         return self.div(a, self.add(self.exp(a), constant(shape), shape), shape)
 
+    def sigmoid(self, a: Deg) -> Deg:
+        shape = a.shape
+        one = constant(shape)
+        return self.div(one, self.add(self.exp(a), one, shape), shape)
+
+    def keyed(self, a: Deg) -> Deg:
+        """relu, tanh, gelu, gelu_erf: random functions like sqrt, so their
+        values are fresh variables of the sqrt group (their arguments may
+        collide with each other exactly as sqrt arguments may)."""
+        return self.sqrt(a)
+
     # --- reductions ----------------------------------------------------------
 
     @staticmethod
@@ -248,8 +260,12 @@ class _Walk:
             return args[0]  # a constant factor adds no degree
         if kind == "add_scalar":
             return self.add_constant(args[0])
-        if kind in ("exp", "sqrt", "silu"):
+        if kind == "neg":
+            return args[0]  # -x has x's degrees
+        if kind in ("exp", "sqrt", "silu", "sigmoid"):
             return getattr(self, kind)(args[0])
+        if kind in KEYED_KINDS:
+            return self.keyed(args[0])
         if kind == "rms_norm":
             eps = op.eps_value  # type: ignore[attr-defined]
             return self.div(args[0], self.rms(args[0], -1, eps), shape)

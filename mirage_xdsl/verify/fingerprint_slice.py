@@ -1,8 +1,10 @@
 """Which residues the fingerprint needs: Z_q behind exp and sqrt arguments,
 Z_p wherever something other than an exponent reads it.
 
-A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent)
-and by ``sqrt`` (hashed with the Z_p component). Computing it for every value
+A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent;
+also inside ``silu`` and ``sigmoid``) and by ``sqrt`` and the other keyed
+random functions (``relu``, ``tanh``, ``gelu``, ``gelu_erf``: hashed with the
+Z_p component). Computing it for every value
 doubles the verifier's work; :func:`residue_slice` finds the entry arguments
 some exp or sqrt argument depends on, so only those are drawn with a Z_q
 residue and everything else is computed mod p alone (``finite_field.py``
@@ -32,11 +34,13 @@ from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.semantics.interpreter import entry_function
+from mirage_xdsl.verify.finite_field import KEYED_KINDS
 
 EXP = -1
 """The source marker of a value that depends on an exp result."""
-EXP_KINDS = frozenset({"exp", "silu"})
-HASHED_KINDS = frozenset({"sqrt", "rms_norm"})
+EXP_KINDS = frozenset({"exp", "silu", "sigmoid"})
+HASHED_KINDS = frozenset({*KEYED_KINDS, "rms_norm"})
+"""Kinds that hash their argument's (x_p, x_q) pair (``finite_field.KEYED_KINDS``)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,17 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
 
 BOTH = frozenset({"p", "q"})
 RING_KINDS = frozenset(
-    {"add", "mul", "div", "matmul", "reduce_sum", "square", "mul_scalar", "add_scalar"}
+    {
+        "add",
+        "mul",
+        "div",
+        "matmul",
+        "reduce_sum",
+        "square",
+        "neg",
+        "mul_scalar",
+        "add_scalar",
+    }
 )
 """Ops computed component by component, which can leave Z_p out."""
 

@@ -6,7 +6,9 @@ inverse; ``exp`` maps the Z_q component to ``omega ** x_q`` in Z_p, where
 ``omega`` generates the subgroup of order q of Z_p^*, so ``exp(a + b) =
 exp(a) * exp(b)`` holds exactly (exponents live in Z_q because ``omega ** q =
 1``). ``sqrt`` has no algebraic counterpart in a finite field; it is a per-trial
-random function of its argument (see :class:`FiniteFieldDomain`).
+random function of its argument (see :class:`FiniteFieldDomain`), and so are
+``relu``, ``tanh``, ``gelu`` and ``gelu_erf``, each with its own keys. ``neg``
+is ``p - x``; ``sigmoid`` is ``1 / (1 + exp(-x))``.
 ``docs/verifier.md`` derives the false-positive bound these choices give.
 
 Only the work the bound needs. The Z_q component matters only where a value
@@ -25,6 +27,7 @@ makes them bit-identical.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +55,21 @@ def field_rational(c: float) -> int:
     m = P * Q
     return num % m * pow(den, -1, m) % m
 
+
+KEYED_KINDS = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
+"""Kinds without an algebraic image in the field: per-trial random functions."""
+
+
+def _salt(kind: str) -> int:
+    """A fixed 62-bit salt for ``kind``'s keys; sqrt's is 0, so its values
+    are those it always had, and every other kind gets a function of its own."""
+    if kind == "sqrt":
+        return 0
+    return int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest()) >> 2
+
+
+KEY_SALTS = {kind: _salt(kind) for kind in KEYED_KINDS}
+"""Per-kind salts XORed into a trial's sqrt keys."""
 
 # --- values -------------------------------------------------------------------
 
@@ -160,7 +178,13 @@ class FiniteFieldDomain:
       it are recognised). It is only computed when ``exp_keeps_q`` says a
       program nests them.
 
-    ``silu(x) = x / (1 + exp(-x))`` is evaluated from these pieces. Division by
+    - ``relu``, ``tanh``, ``gelu`` and ``gelu_erf`` are random functions like
+      sqrt, each keyed by sqrt's keys salted with its ``KIND``
+      (:data:`KEY_SALTS`): equal arguments meet, different kinds never share
+      values by construction.
+
+    ``silu(x) = x / (1 + exp(-x))`` and ``sigmoid(x) = 1 / (1 + exp(-x))``
+    are evaluated from these pieces; ``neg`` is exact. Division by
     zero yields zero and is counted in ``zero_divisors``. ``arith`` chooses
     where the arrays live (:data:`NUMPY`, or a torch device).
     """
@@ -295,15 +319,44 @@ class FiniteFieldDomain:
         one = self.constant(1, x.ndim)
         return self.div(x, self.add(self.exp(self.neg(x)), one))
 
-    def sqrt(self, x: Residues) -> Residues:
+    def sigmoid(self, x: Residues) -> Residues:
+        """``1 / (1 + exp(-x))`` with the exp model, so ``x * sigmoid(x)`` is
+        exactly :meth:`silu`."""
+        one = self.constant(1, x.ndim)
+        return self.div(one, self.add(self.exp(self.neg(x)), one))
+
+    def _keyed(self, kind: str, x: Residues) -> Residues:
+        """The per-trial random function of ``kind``: a keyed hash of the pair
+        (x_p, x_q), nonzero mod p (never a zero divisor). Each kind has its own
+        keys, so ``relu(x)`` and ``tanh(x)`` are independent functions."""
         if x.q is None:
-            raise AssertionError("a sqrt argument lacks its Z_q component")
+            raise AssertionError(f"a {kind} argument lacks its Z_q component")
         p_part, q_part = self.arith.to_index(x.p), self.arith.to_index(x.q)
-        k_p, k_q = self._sqrt_keys
+        k_p, k_q = self._keys(kind)
         return self._residues(
             self.arith.residues_of(keyed_hash(p_part, q_part, k_p), P, True),
             self.arith.residues_of(keyed_hash(p_part, q_part, k_q), Q, False),
         )
+
+    def _keys(self, kind: str) -> tuple[int, int]:
+        """This trial's keys of a keyed kind: sqrt's keys salted by the kind."""
+        salt = KEY_SALTS[kind]
+        return self._sqrt_keys[0] ^ salt, self._sqrt_keys[1] ^ salt
+
+    def sqrt(self, x: Residues) -> Residues:
+        return self._keyed("sqrt", x)
+
+    def relu(self, x: Residues) -> Residues:
+        return self._keyed("relu", x)
+
+    def tanh(self, x: Residues) -> Residues:
+        return self._keyed("tanh", x)
+
+    def gelu(self, x: Residues) -> Residues:
+        return self._keyed("gelu", x)
+
+    def gelu_erf(self, x: Residues) -> Residues:
+        return self._keyed("gelu_erf", x)
 
     def square(self, x: Residues) -> Residues:
         return self.mul(x, x)

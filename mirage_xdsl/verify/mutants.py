@@ -12,6 +12,8 @@ original and from every mutant kept before. Operators:
 - ``operand``: an operand replaced by another value of the same type
   (swapped or wrong inputs);
 - ``swap``: operands of a non-commutative op exchanged;
+- ``kind``: an element-wise unary op replaced by another of its level (the
+  wrong activation: ``gelu`` for ``relu``, ``sigmoid`` for ``silu``, ...);
 - ``drop``: an op bypassed, its operand used in its place (dropped
   normalisation, missing exp, missing accumulation, ...);
 - ``double`` / ``factor`` / ``term``: a result scaled by two, multiplied by its
@@ -37,6 +39,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import Rewriter
 
 from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
@@ -47,6 +50,11 @@ Edit = Callable[[Operation], None]
 """Changes the op (in a clone of the program) it is given."""
 
 LEVELS = {"kernel": kernel, "block": block, "thread": thread}
+DIALECTS = {
+    "kernel": kernel.Kernel,
+    "block": block.BlockDialect,
+    "thread": thread.Thread,
+}
 NON_COMMUTATIVE = ("div", "matmul", "concat")
 REDUCTIONS = ("sum", "mean", "rms")
 
@@ -189,6 +197,32 @@ def _swap_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
         yield "swap operands", edit
 
 
+def _kind_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
+    """An element-wise unary op replaced by every other one of its level (exp
+    for silu, relu for gelu, ...): the wrong activation, on the same value."""
+    kind = getattr(op, "KIND", None)
+    if kind not in t.ELEMENTWISE_UNARY_KINDS:
+        return
+    by_kind = _unary_ops(op.name.split(".")[0])
+    for other in t.ELEMENTWISE_UNARY_KINDS:
+        if other == kind or other not in by_kind:
+            continue
+
+        def edit(clone: Operation, cls: type[Operation] = by_kind[other]) -> None:
+            Rewriter.replace_op(clone, cls(clone.operands[0]))  # type: ignore[call-arg]
+
+        yield f"kind -> {other}", edit
+
+
+def _unary_ops(name: str) -> dict[str, type[Operation]]:
+    """The element-wise unary op classes of level ``name``, by ``KIND``."""
+    return {
+        cls.KIND: cls  # type: ignore[attr-defined]
+        for cls in DIALECTS[name].operations
+        if getattr(cls, "KIND", None) in t.ELEMENTWISE_UNARY_KINDS
+    }
+
+
 def _drop_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
     if not isinstance(op, t.TensorOp | block.ForloopAccumOp) or len(op.results) != 1:
         return
@@ -242,6 +276,7 @@ def _edits(op: Operation) -> Iterator[tuple[str, Edit]]:
         yield from _constant_edits(op)
         yield from _operand_edits(op)
         yield from _swap_edits(op)
+        yield from _kind_edits(op)
         yield from _drop_edits(op)
         yield from _scale_edits(op)
 

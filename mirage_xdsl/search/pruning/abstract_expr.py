@@ -2,7 +2,8 @@
 
 Mirage prunes its µGraph search with *abstract expressions* (see
 ``docs/abstract_expressions.md``). Every tensor gets a term over the inputs
-built from ``add``, ``mul``, ``div``, ``exp``, ``sqrt``, ``silu`` and
+built from ``add``, ``mul``, ``div``, the unary heads (``exp``, ``sqrt``,
+``silu`` and the activations, :data:`UNARY_HEADS`) and
 ``sum(k, x)`` ("x added up over k elements"): a matmul ``A·B`` with contraction
 length 64 is ``sum(64, mul(A, B))``, wherever its tiles come from. A candidate
 prefix survives only if each of its tensors' terms is a subexpression of the
@@ -46,7 +47,20 @@ from mirage_xdsl.dialects.block_structure import Phase, phases_of
 
 Shape = tuple[int, ...]
 
-UNARY_HEADS = ("exp", "sqrt", "silu")
+UNARY_HEADS = (
+    "exp",
+    "sqrt",
+    "silu",
+    "neg",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "gelu_erf",
+)
+"""Uninterpreted unary heads: ``x ⊑ f(x)`` and nothing else is known of them.
+``neg`` is one too: constants are opaque variables (:func:`constant`), so
+``-1 · x`` would be ``mul(x, const_m1_1)`` and cancel no better."""
 BINARY_HEADS = ("add", "mul", "div")
 HEADS = ("var", "sum", "concat", *UNARY_HEADS, *BINARY_HEADS)
 
@@ -157,6 +171,12 @@ def sqrt(x: Expr) -> Expr:
 
 def silu(x: Expr) -> Expr:
     return Expr("silu", (x,))
+
+
+def unary_head(head: str) -> Callable[[Expr], Expr]:
+    """The constructor of an uninterpreted unary head (one of :data:`UNARY_HEADS`)."""
+    assert head in UNARY_HEADS, head
+    return lambda x: Expr(head, (x,))
 
 
 def sum_(k: int, x: Expr) -> Expr:
@@ -421,6 +441,11 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     "exp": _unary(exp),
     "sqrt": _unary(sqrt),
     "silu": _unary(silu),
+    **{
+        head: _unary(unary_head(head))
+        for head in UNARY_HEADS
+        if head not in ("exp", "sqrt", "silu")
+    },
     "square": lambda xs, shapes, attrs: pointwise(mul, [xs[0], xs[0]], shapes * 2),
     "mul_scalar": _scalar(mul),
     "add_scalar": _scalar(add),

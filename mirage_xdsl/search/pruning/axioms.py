@@ -1,7 +1,8 @@
 """The abstract-expression axioms as a z3 theory.
 
-Terms live in an uninterpreted sort ``T``; ``add``, ``mul``, ``div``, ``exp``,
-``sqrt``, ``silu`` are uninterpreted functions and ``subexpr`` a predicate.
+Terms live in an uninterpreted sort ``T``; ``add``, ``mul``, ``div`` and the
+unary heads (``exp``, ``sqrt``, ``silu``, the activations: ``UNARY_HEADS``)
+are uninterpreted functions and ``subexpr`` a predicate.
 The equivalence and subexpression axioms of ``seeds/001`` are quantified
 formulas with E-matching patterns (both sides of each equation), so z3
 instantiates them only on terms that occur.
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 
 import z3
 
+from mirage_xdsl.search.pruning import abstract_expr as ae
 from mirage_xdsl.search.pruning.abstract_expr import Expr
 
 
@@ -58,7 +60,7 @@ class Z3Axioms:
                 t,
             )
             for name in ("add", "mul", "div")
-        } | {name: z3.Function(name, t, t) for name in ("exp", "sqrt", "silu")}
+        } | {name: z3.Function(name, t, t) for name in ae.UNARY_HEADS}
         self.sub = z3.Function("subexpr", t, t, b)
         self.sums: dict[int, z3.FuncDeclRef] = {}
         self.vars: dict[str, z3.ExprRef] = {}
@@ -101,7 +103,7 @@ class Z3Axioms:
                 lambda x, y, op=op: z3.And(sub(x, op(x, y)), sub(y, op(x, y))),
                 [lambda x, y, op=op: op(x, y)],
             )
-        for name in ("exp", "sqrt", "silu"):
+        for name in ae.UNARY_HEADS:
             f = self.fn[name]
             self._forall(1, lambda x, f=f: sub(x, f(x)), [lambda x, f=f: f(x)])
         x = z3.Const("r", self.sort)

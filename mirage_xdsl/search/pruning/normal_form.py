@@ -14,7 +14,7 @@ terms behave like fractions of polynomials in which:
 
 So every term equals exactly one *normal form*: a multiset of
 ``(count, monomial, denominator)`` triples, a monomial being a multiset of
-atoms (variables, and ``exp``/``sqrt``/``silu`` of a normal form) and a
+atoms (variables, and a unary head such as ``exp``/``sqrt``/``silu`` of a normal form) and a
 denominator a normal form itself (``()`` meaning none). Two terms are equal
 under the axioms iff their normal forms are equal.
 
@@ -101,7 +101,7 @@ def normal_form(e: Expr) -> Poly:
         return var_nf(e.param)
     if h == "sum":
         return sum_nf(e.param, normal_form(e.args[0]))
-    if h in ("exp", "sqrt", "silu"):
+    if h in ae.UNARY_HEADS:
         return atom_nf(h, normal_form(e.args[0]))
     if h == "concat":
         raise ValueError("a piecewise (concat) term has no single normal form")
