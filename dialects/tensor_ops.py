@@ -309,22 +309,22 @@ def _camel(kind_name: str) -> str:
     return "".join(part.title() for part in kind_name.split("_"))
 
 
-def unary(kind_name: str, doc: str) -> type[UnaryOp]:
-    """Abstract unary base carrying a ``KIND``; dialects subclass it with a name."""
+def _kind_base(shape: type[TensorOp], kind_name: str, doc: str) -> type:
+    """An abstract base of ``shape`` carrying a ``KIND``; each dialect subclasses
+    it with its own op name, so the three levels share one definition."""
     return type(
         f"{_camel(kind_name)}Base",
-        (UnaryOp,),
+        (shape,),
         {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
     )
+
+
+def unary(kind_name: str, doc: str) -> type[UnaryOp]:
+    return _kind_base(UnaryOp, kind_name, doc)
 
 
 def binary(kind_name: str, doc: str) -> type[BinaryOp]:
-    """Abstract binary base carrying a ``KIND``; dialects subclass it with a name."""
-    return type(
-        f"{_camel(kind_name)}Base",
-        (BinaryOp,),
-        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
-    )
+    return _kind_base(BinaryOp, kind_name, doc)
 
 
 ExpBase = unary("exp", "Element-wise e^x.")
@@ -349,12 +349,7 @@ DivBase = binary("div", "Element-wise quotient with broadcasting.")
 
 
 def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
-    """Abstract scalar-constant base carrying a ``KIND``."""
-    return type(
-        f"{_camel(kind_name)}Base",
-        (ScalarOp,),
-        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
-    )
+    return _kind_base(ScalarOp, kind_name, doc)
 
 
 MulScalarBase = scalar("mul_scalar", "Element-wise product with a constant: x * c.")
