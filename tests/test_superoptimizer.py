@@ -228,3 +228,31 @@ def test_pool_with_killed_workers_closes_and_exits() -> None:
         [sys.executable, "-c", POOL_KILL], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "CLOSED", done.stderr[-2000:]
+
+
+def test_cache_directory_follows_mirage_cache_dir(tmp_path, monkeypatch) -> None:
+    from mirage_xdsl.search.cache import default_dir
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    assert default_dir() == tmp_path / "superoptimize"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", "off")
+    assert default_dir() is None
+    monkeypatch.delenv("MIRAGE_CACHE_DIR")
+    assert default_dir() == tmp_path / "xdg" / "mirage-xdsl" / "superoptimize"
+
+
+def test_mirage_cache_dir_off_keeps_search_results_off_disk(
+    tmp_path, monkeypatch
+) -> None:
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", "off")
+    g = new_kernel_graph("f")
+    g.mark_output(g.exp(g.new_input((16, 16))))
+    fn = entry_function(g.module())
+    options = SearchOptions(jobs=1, max_kernels=1, budget=60.0)
+    for _ in range(2):  # the second search finds no entry of the first
+        assert not superoptimize_function(fn.clone(), options).report.cached
+    assert not any(tmp_path.rglob("*.json"))

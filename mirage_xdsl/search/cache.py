@@ -22,7 +22,17 @@ from typing import Any
 LOCK_NAME = ".lock"
 
 
-def default_dir() -> Path:
+OFF = ("", "off", "0", "none")
+"""Values of ``MIRAGE_CACHE_DIR`` that turn the on-disk caches off."""
+
+
+def default_dir() -> Path | None:
+    """``$MIRAGE_CACHE_DIR/superoptimize`` (None when it is ``off``), else
+    under ``$XDG_CACHE_HOME`` or ``~/.cache``: the same variable governs this
+    cache as the cubin, autotuning and rewrite-library caches."""
+    env = os.environ.get("MIRAGE_CACHE_DIR")
+    if env is not None:
+        return None if env.lower() in OFF else Path(env) / "superoptimize"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache"
     )

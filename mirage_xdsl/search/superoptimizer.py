@@ -611,7 +611,8 @@ def superoptimize_function(
     input_graph = from_function(function)
     input_cost = cost_model.cost(input_graph)
     report = Report(name, input_cost=input_cost, kernels_before=input_graph.kernels)
-    cache = Cache(cache_dir or default_dir()) if cache_dir != "none" else None
+    directory = None if cache_dir == "none" else cache_dir or default_dir()
+    cache = Cache(directory) if directory is not None else None
     measure_key = getattr(measure, "key", None) if measure is not None else ""
     key = program_key(
         text, {**options.key(), **({"measure": measure_key} if measure_key else {})}
