@@ -104,7 +104,8 @@ def _tensor_and_scalar(a: Any, b: Any, commutes: bool) -> tuple[Any, float] | No
 
 
 def _tensor_operands(c: Converter, node: fx.Node, *args: Any) -> list[SSAValue]:
-    """Materialised tensor operands; scalars are refused (no constants exist)."""
+    """Materialised tensor operands; a Python number is refused here (the rules
+    that accept constants match them first)."""
     _refuse_scalars(node, *args)
     return [c.value(a) for a in args]
 
