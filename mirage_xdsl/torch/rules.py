@@ -224,6 +224,15 @@ def unary(kind: str) -> Rule:
     return rule
 
 
+def _plus_constant(c: Converter, node: fx.Node, x: fx.Node, k: float) -> Value:
+    """``x + k``: inside an RMSNorm (``mean(x^2) + k``) it is the epsilon,
+    elsewhere ``add_scalar``."""
+    ms = _partial(c, x, "mean_square")
+    if ms is not None:
+        return Partial("mean_square", ms.x, node, ms.eps + k)
+    return c.graph.add_scalar(c.value(x), k)
+
+
 def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
     """``mean(x^2) + eps`` is the inside of an RMSNorm, which keeps ``eps``;
     ``x + c`` and ``c + x`` with a Python number are ``add_scalar``."""
@@ -231,11 +240,7 @@ def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
         raise unsupported(node, f"options {kw}")
     scalar = _tensor_and_scalar(a, b, commutes=True)
     if scalar is not None:
-        x, k = scalar
-        ms = _partial(c, x, "mean_square")
-        if ms is not None:
-            return Partial("mean_square", ms.x, node, ms.eps + k)
-        return c.graph.add_scalar(c.value(x), k)
+        return _plus_constant(c, node, *scalar)
     return elementwise("add")(c, node, a, b, **kw)
 
 
@@ -248,10 +253,7 @@ def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
     scalar = _tensor_and_scalar(a, b, commutes=False)
     if scalar is not None:
         x, k = scalar
-        ms = _partial(c, x, "mean_square")
-        if ms is not None:
-            return Partial("mean_square", ms.x, node, ms.eps - k)
-        return c.graph.add_scalar(c.value(x), -k)
+        return _plus_constant(c, node, x, -k)
     k = _scalar(a)
     if k is not None and isinstance(b, fx.Node):
         return c.graph.add_scalar(c.graph.neg(c.value(b)), k)
