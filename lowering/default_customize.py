@@ -210,16 +210,7 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
 
 def customize(op: t.TensorOp) -> kernel.CustomizedOp:
     """A one-op customized kernel computing the same tensor as ``op``."""
-    bg = PARTITIONS[op.KIND](op)
-    body, operands = bg.finish()
-    return kernel.CustomizedOp(
-        operands,
-        bg.output_types(),
-        body,
-        grid=bg.grid_dims,
-        block=bg.block_dims,
-        forloop_range=bg.forloop_range,
-    )
+    return PARTITIONS[op.KIND](op).customized_op()
 
 
 def _replace(op: t.TensorOp, rewriter: PatternRewriter) -> None:

@@ -143,15 +143,7 @@ class KernelGraph(_Builder):
         missing = [v for v in graph.sources if v not in inputs]
         if missing:
             raise ValueError("block graph reads a tensor not passed to customized()")
-        body, operands = graph.finish()
-        op = kernel.CustomizedOp(
-            operands,
-            graph.output_types(),
-            body,
-            grid=graph.grid_dims,
-            block=graph.block_dims,
-            forloop_range=graph.forloop_range,
-        )
+        op = graph.customized_op()
         self.block.add_op(op)
         return list(op.results)
 
@@ -221,8 +213,18 @@ class BlockGraph(_Builder):
             for v, omap in self._outputs
         ]
 
-    def finish(self) -> tuple[Region, list[SSAValue]]:
-        return Region(self.block), list(self.sources)
+    def customized_op(self) -> kernel.CustomizedOp:
+        """The finished ``kernel.customized`` op, reading the device tensors
+        in the order the graph first used them; the graph must not be used
+        afterwards."""
+        return kernel.CustomizedOp(
+            list(self.sources),
+            self.output_types(),
+            Region(self.block),
+            grid=self.grid_dims,
+            block=self.block_dims,
+            forloop_range=self.forloop_range,
+        )
 
 
 def new_kernel_graph(name: str = "main") -> KernelGraph:
