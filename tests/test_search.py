@@ -236,6 +236,55 @@ def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> No
     ]
 
 
+def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
+    monkeypatch,
+) -> None:
+    from mirage_xdsl.search import superoptimizer as so
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.ugraph import BlockGraph, BlockInput, KernelOp, Op, UGraph
+
+    def graph(grid, ops, kernels=1) -> UGraph:
+        g = BlockGraph(
+            grid, 4, (BlockInput(0, (0, -1, -1), 1),), ops, ((1, (0, -1, -1)),)
+        )
+        return UGraph(
+            "f",
+            "f16",
+            ((64, 64),),
+            (KernelOp("customized", (0,), (), g),) * kernels,
+            (1,),
+        )
+
+    exp_sq = (Op("exp", (0,)), Op("square", (0,)))
+    sq_exp = (Op("square", (0,)), Op("exp", (0,)))
+    a = graph((4, 1, 1), exp_sq)
+    same_as_a = graph((4, 1, 1), sq_exp)  # block ops in another order
+    other_grid = graph((8, 1, 1), exp_sq)
+    assert so.shape_key(a) == so.shape_key(same_as_a)
+    assert so.shape_key(a) != so.shape_key(other_grid)
+    ranked = [
+        so.Candidate(1.0, a, True),
+        so.Candidate(2.0, same_as_a, True),
+        so.Candidate(3.0, other_grid, True),
+    ] + [so.Candidate(4.0 + i, graph((2**i, 1, 1), exp_sq, 2), True) for i in range(3)]
+    assert [c.cost for c in so.distinct(ranked)] == [1.0, 3.0, 4.0, 5.0, 6.0]
+
+    # measured selection times the cheapest two of each kernel count, even when
+    # the cost model ranks every two-kernel candidate behind the one-kernel ones
+    monkeypatch.setattr(
+        so, "_verified", lambda program, ranked, want, options, report: ranked[:want]
+    )
+    timed: list[UGraph] = []
+    monkeypatch.setattr(
+        so,
+        "_measured_pick",
+        lambda pool, measure, report: timed.extend(g for _, g in pool) or pool[0],
+    )
+    options = SearchOptions(verify_top=1, measure_top=3)
+    so._pick(None, a, 100.0, ranked, options, lambda m: 1.0, so._Stop(), so.Report("f"))
+    assert [g.kernels for g in timed] == [1, 1, 1, 2]
+
+
 def test_parallel_verification_gives_the_serial_answer(monkeypatch) -> None:
     from mirage_xdsl.search import superoptimizer
 

@@ -77,6 +77,9 @@ class Task:
     prefix: Prefix
     item: Layout | KernelOp
     final: bool
+    alternates: tuple[Prefix, ...] = ()
+    """Other prefixes with the prefix's :meth:`Generator.signature`: whatever
+    extends the prefix extends them too, so the extension is searched once."""
 
 
 @dataclass
@@ -165,6 +168,24 @@ class Generator:
                 )
         self._states[prefix] = out
         return out
+
+    def signature(self, prefix: Prefix) -> tuple | None:
+        """What an extension of ``prefix`` can see: its kernel tensors (shape,
+        labels, abstract expression, partial sums, fingerprint) and which of
+        them later kernels already read. Prefixes that differ only in how their
+        block graphs compute the same tensors share it, and the generator
+        extends one of them for all (a plan found for one is a plan for each).
+        """
+        state = self.state(prefix)
+        if state is None:
+            return None
+        first = len(self.args)
+        used = frozenset(v for ops in prefix.operands for v in ops if v >= first)
+        made = tuple(
+            (t.shape, t.labels, t.expr, t.phase, t.partial, fingerprint(v))
+            for t, v in zip(state.tensors[first:], state.values[first:], strict=True)
+        )
+        return made, used
 
     def _apply(self, state: State, step: Step, operands: tuple[int, ...]):
         if isinstance(step, KernelOp):
@@ -400,6 +421,25 @@ class Generator:
         )
 
 
+def rebased(task: Task, result: TaskResult) -> tuple[list[Plan], list[Prefix]]:
+    """The task's plans and prefixes, and the same with each alternate prefix in
+    place of the task's own (they compute the same tensors)."""
+    n = len(task.prefix.steps)
+    plans, prefixes = list(result.plans), list(result.prefixes)
+    for alt in task.alternates:
+        plans += [
+            replace(
+                p, steps=alt.steps + p.steps[n:], operands=alt.operands + p.operands[n:]
+            )
+            for p in result.plans
+        ]
+        prefixes += [
+            Prefix(alt.steps + p.steps[n:], alt.operands + p.operands[n:])
+            for p in result.prefixes
+        ]
+    return plans, prefixes
+
+
 def _shape(value) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
 
@@ -413,4 +453,4 @@ def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [env[v] for v in ug.outputs]
 
 
-__all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult"]
+__all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult", "rebased"]

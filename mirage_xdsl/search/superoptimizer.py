@@ -42,7 +42,7 @@ from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
 from mirage_xdsl.search.block_search import Stats
 from mirage_xdsl.search.cache import Cache, default_dir
 from mirage_xdsl.search.canonical import program_key
-from mirage_xdsl.search.generator import Generator, Prefix, Task
+from mirage_xdsl.search.generator import Generator, Prefix, Task, rebased
 from mirage_xdsl.search.instantiate import instantiate
 from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
@@ -181,9 +181,10 @@ class Worker:
 
     def run(self, task: Task, deadline: float):
         result = self.generator.run(task, deadline)
+        plans, prefixes = rebased(task, result)
         g = self.generator
         found: list[Candidate] = []
-        for plan in result.plans:
+        for plan in plans:
             best = instantiate(
                 plan,
                 g.program.name,
@@ -198,7 +199,7 @@ class Worker:
                 found += [
                     Candidate(cost, ug, screened) for cost, ug in size_variants(best)
                 ]
-        return found, result.prefixes, result.stats
+        return found, prefixes, result.stats
 
 
 def size_variants(
@@ -287,7 +288,18 @@ def _signals(stop: _Stop) -> Iterator[None]:
 
 
 def _tasks(generator: Generator, frontier: list[Prefix], final: bool) -> list[Task]:
-    return [Task(p, item, final) for p in frontier for item in generator.items(p)]
+    """One task per distinct prefix (by signature) and item; the prefixes
+    that share a signature ride along as the task's alternates."""
+    groups: dict[tuple, list[Prefix]] = {}
+    for p in frontier:
+        sig = generator.signature(p)
+        if sig is not None:
+            groups.setdefault(sig, []).append(p)
+    return [
+        Task(first, item, final, tuple(rest))
+        for first, *rest in groups.values()
+        for item in generator.items(first)
+    ]
 
 
 CHUNK = 4
@@ -452,6 +464,8 @@ def _pick(
         for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
         if c.cost < input_cost
     ]
+    if measure is not None:
+        ranked = by_kernel_count(distinct(ranked))
     verified = [
         (c.cost, c.graph) for c in _verified(program, ranked, want, options, report)
     ]
@@ -459,6 +473,44 @@ def _pick(
     if measure is not None:
         return _measured_pick(pool, measure, report)
     return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def shape_key(graph: UGraph) -> tuple:
+    """What a µGraph's GPU code depends on, up to the order of block ops:
+    per kernel, its operands, grid, for-loop, input and output maps and the
+    multiset of block op kinds. Candidates that differ only in op order or
+    operand naming lower to the same kernels and time the same."""
+    out = []
+    for op in graph.ops:
+        g = op.graph
+        if g is None:
+            out.append((op.kind, op.operands, op.attrs))
+            continue
+        out.append(
+            (
+                op.operands,
+                g.grid,
+                g.forloop,
+                tuple(sorted((i.source, i.imap, i.fmap) for i in g.inputs)),
+                tuple(sorted((o.kind, o.attrs) for o in g.ops)),
+                tuple(sorted(omap for _, omap in g.outputs)),
+            )
+        )
+    return tuple(out)
+
+
+def distinct(ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` without candidates whose :func:`shape_key` an earlier
+    (cheaper) one has: the timed pool is small, each slot should be a
+    different kernel."""
+    seen: set[tuple] = set()
+    out = []
+    for c in ranked:
+        key = shape_key(c.graph)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 PER_KERNEL_COUNT = 2
