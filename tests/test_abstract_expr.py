@@ -84,7 +84,7 @@ def test_equivalence_axiom(lhs: str, rhs: str, z3_axioms: Z3Axioms):
 
 @pytest.mark.parametrize("small,big", SUBEXPR_AXIOMS)
 def test_subexpr_axiom(small: str, big: str):
-    oracle = SubexprOracle([P(big)], use_z3=False)
+    oracle = SubexprOracle([P(big)], use_fallback=False)
     assert oracle.fast_is_subexpr(P(small)) is True
     assert oracle.z3_is_subexpr(P(small)) is True
 
@@ -275,7 +275,7 @@ REJECTED = {
     "workload,text", [(w, t) for w, ts in ACCEPTED.items() for t in ts]
 )
 def test_correct_prefix_accepted(workload: str, text: str):
-    oracle = SubexprOracle(targets(workload), use_z3=False)
+    oracle = SubexprOracle(targets(workload), use_fallback=False)
     assert oracle.fast_is_subexpr(P(text)) is True
 
 
@@ -283,20 +283,20 @@ def test_correct_prefix_accepted(workload: str, text: str):
     "workload,text", [(w, t) for w, ts in REJECTED.items() for t in ts]
 )
 def test_wrong_prefix_rejected(workload: str, text: str):
-    oracle = SubexprOracle(targets(workload), use_z3=False)
+    oracle = SubexprOracle(targets(workload), use_fallback=False)
     assert oracle.fast_is_subexpr(P(text)) is False
     assert oracle.is_subexpr(P(text)) is False
 
 
 def test_oracle_caches_by_normal_form():
-    oracle = SubexprOracle(targets("gqa"), use_z3=False)
+    oracle = SubexprOracle(targets("gqa"), use_fallback=False)
     assert oracle.is_subexpr(P("exp(sum(64, mul(Q, K)))"))
     assert oracle.is_subexpr(P("exp(sum(4, sum(16, mul(K, Q))))"))
     assert oracle.stats.queries == 2 and oracle.stats.cache_hits == 1
 
 
 def test_undecided_queries_are_kept(monkeypatch):
-    oracle = SubexprOracle(targets("gqa"), use_z3=False)
+    oracle = SubexprOracle(targets("gqa"), use_fallback=False)
     monkeypatch.setattr(oracle, "fast_is_subexpr", lambda e: None)
     assert oracle.is_subexpr(P("exp(V)"))
     assert oracle.stats.undecided == 1
@@ -329,7 +329,7 @@ def test_one_kernel_lora_with_block_concat():
     (got,) = output_exprs(entry_function(module), INPUT_NAMES["lora"])
     (want,) = targets("lora", 1, 16)
     assert got == want
-    oracle = SubexprOracle([want], use_z3=False)
+    oracle = SubexprOracle([want], use_fallback=False)
     values = exprs_of_function(entry_function(module), INPUT_NAMES["lora"])
     assert all(oracle.is_subexpr(e) for e in values.values())
 
@@ -357,5 +357,5 @@ def test_constants_are_variables_of_their_own():
 )
 def test_activation_heads_are_distinct(small: str, big: str):
     """No activation is a subexpression of another's term on its own."""
-    oracle = SubexprOracle([P(big)], use_z3=False)
+    oracle = SubexprOracle([P(big)], use_fallback=False)
     assert oracle.fast_is_subexpr(P(small)) is False

@@ -9,14 +9,25 @@ of the whole oracle, of the cold fast path alone (caches cleared, distinct
 normal forms), and of z3 (proofs of accepted terms; rejected terms run to
 the timeout, which is what z3 costs when it cannot prove).
 
+``--procedures egraph,z3`` also runs the deciding procedures
+(:mod:`~mirage_xdsl.search.pruning.subexpr_egraph`,
+:mod:`~mirage_xdsl.search.pruning.subexpr_z3`) on a sample of the distinct
+queries (``--procedure-sample``, 0 for all) and prints, for each: queries,
+answers (yes/no/unknown), seconds to set up on the targets, seconds per query
+(median and total), and disagreements with the fast path, with examples.
+
     python tools/bench_abstract_expr.py [--scale 1] [--max-queries 4000]
+        [--procedures egraph,z3] [--procedure-sample 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import random
+import statistics
 import time
+from collections.abc import Callable, Sequence
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.search.pruning import normal_form as nf
@@ -25,12 +36,19 @@ from mirage_xdsl.search.pruning.abstract_expr import (
     op_expr,
     output_exprs,
 )
+from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr
 from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
+from mirage_xdsl.search.pruning.subexpr_z3 import Z3GroundSubexpr
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS, input_shapes
 
 UNARY = ("exp", "sqrt", "silu", "square", "rms_norm")
 BINARY = ("add", "mul", "div", "matmul")
+PROCEDURES: dict[str, Callable[[list[Expr]], object]] = {
+    "egraph": EGraphSubexpr,
+    "z3": Z3GroundSubexpr,
+}
+"""Deciding procedures by name: each built on the targets, with ``decide``."""
 Value = tuple[Expr, tuple[int, ...]]
 
 
@@ -84,7 +102,43 @@ def query_stream(inputs: list[Value], oracle: SubexprOracle, limit: int):
         fresh = new
 
 
-def bench(name: str, scale: int, limit: int, z3_sample: int) -> None:
+def compare(
+    procedure: str, targets: list[Expr], queries: list[Expr], cold: SubexprOracle
+) -> None:
+    """One procedure on ``queries``: answers, time, agreement with the fast path."""
+    start = time.perf_counter()
+    decider = PROCEDURES[procedure](targets)
+    setup = time.perf_counter() - start
+    answers = {True: 0, False: 0, None: 0}
+    times: list[float] = []
+    disagree: list[str] = []
+    for e in queries:
+        start = time.perf_counter()
+        verdict = decider.decide(e)  # type: ignore[attr-defined]
+        times.append(time.perf_counter() - start)
+        answers[verdict] += 1
+        fast = cold.fast_is_subexpr(e)
+        if verdict is not None and fast is not None and verdict != fast:
+            disagree.append(f"{e}: fast {fast}, {procedure} {verdict}")
+    median = statistics.median(times) if times else 0.0
+    print(
+        f"  {procedure:6s} queries {len(queries):4d}  yes {answers[True]:4d} "
+        f"no {answers[False]:4d} unknown {answers[None]:3d}  "
+        f"setup {setup:7.3f} s  per query median {median * 1e3:8.2f} ms  "
+        f"total {sum(times):8.2f} s  disagreements {len(disagree)}"
+    )
+    for line in disagree[:5]:
+        print(f"    {line}")
+
+
+def bench(
+    name: str,
+    scale: int,
+    limit: int,
+    z3_sample: int,
+    procedures: Sequence[str] = (),
+    procedure_sample: int = 40,
+) -> None:
     module = WORKLOADS[name].module(1, scale)
     fn = entry_function(module)
     targets = output_exprs(fn)
@@ -94,7 +148,7 @@ def bench(name: str, scale: int, limit: int, z3_sample: int) -> None:
 
     nf.normal_form.cache_clear()
     nf.subexpr.cache_clear()
-    oracle = SubexprOracle(targets, use_z3=False)
+    oracle = SubexprOracle(targets, use_fallback=False)
     start = time.perf_counter()
     stream = list(query_stream(inputs, oracle, limit))
     whole = time.perf_counter() - start
@@ -106,7 +160,7 @@ def bench(name: str, scale: int, limit: int, z3_sample: int) -> None:
             distinct.setdefault(nf.normal_form(p), (p, ok))
     nf.normal_form.cache_clear()
     nf.subexpr.cache_clear()
-    cold = SubexprOracle(targets, use_z3=False)
+    cold = SubexprOracle(targets, use_fallback=False)
     start = time.perf_counter()
     for e, _ in distinct.values():
         cold.fast_is_subexpr(e)
@@ -131,6 +185,11 @@ def bench(name: str, scale: int, limit: int, z3_sample: int) -> None:
         f"z3 proofs {proved}/{len(yes)} at {len(yes) / z3_yes:6.1f} q/s  "
         f"z3 on rejects {refuted}/{len(no)} decided, {len(no) / z3_no:5.1f} q/s"
     )
+    queries = [e for e, _ in distinct.values()]
+    if 0 < procedure_sample < len(queries):
+        queries = random.Random(name).sample(queries, procedure_sample)
+    for procedure in procedures:
+        compare(procedure, targets, queries, cold)
 
 
 def main() -> None:
@@ -138,10 +197,27 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=1)
     parser.add_argument("--max-queries", type=int, default=4000)
     parser.add_argument("--z3-sample", type=int, default=40)
+    parser.add_argument(
+        "--procedures",
+        default="",
+        help=f"comma-separated deciding procedures to compare: {', '.join(PROCEDURES)}",
+    )
+    parser.add_argument("--procedure-sample", type=int, default=40)
     parser.add_argument("workloads", nargs="*", default=list(WORKLOADS))
     args = parser.parse_args()
+    procedures = [p for p in args.procedures.split(",") if p]
+    for p in procedures:
+        if p not in PROCEDURES:
+            parser.error(f"unknown procedure '{p}'")
     for name in args.workloads:
-        bench(name, args.scale, args.max_queries, args.z3_sample)
+        bench(
+            name,
+            args.scale,
+            args.max_queries,
+            args.z3_sample,
+            procedures,
+            args.procedure_sample,
+        )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,20 @@
 """The pruning oracle: is a term a subexpression of a target under the axioms?
 
 Queries go, in order, to a cache keyed by the term's normal form, to the
-normal-form decision procedure (:mod:`mirage_xdsl.search.pruning.normal_form`), and only if
-that cannot decide, to z3 (:mod:`mirage_xdsl.search.pruning.axioms`) with a timeout. Whatever
-stays undecided counts as a subexpression: pruning must never drop a correct
-candidate, so the oracle errs only towards keeping.
+normal-form decision procedure (:mod:`mirage_xdsl.search.pruning.normal_form`),
+and only if that cannot decide, to equality saturation on an e-graph
+(:mod:`mirage_xdsl.search.pruning.subexpr_egraph`), which decides whenever
+saturation finishes within its bounds. Whatever stays undecided counts as a
+subexpression: pruning must never drop a correct candidate, so the oracle
+errs only towards keeping.
+
+The e-graph is the fallback because it decided every query of the benchmark
+corpus, as the ground z3 procedure
+(:mod:`mirage_xdsl.search.pruning.subexpr_z3`) did, in about a millisecond
+where z3 took hundreds (``docs/abstract_expressions.md``, "Measured"). The
+quantified z3 theory (:mod:`mirage_xdsl.search.pruning.axioms`) stays
+available as :meth:`SubexprOracle.z3_is_subexpr`, an independent prover for
+tests.
 
 A piecewise (concat) term is a subexpression iff each of its pieces is:
 every element of the concatenation is an element of one piece.
@@ -12,6 +22,7 @@ every element of the concatenation is an element of one piece.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,8 +40,9 @@ class OracleStats:
     queries: int = 0
     cache_hits: int = 0
     fast_decided: int = 0
-    z3_decided: int = 0
+    fallback_decided: int = 0
     undecided: int = 0
+    fallback_seconds: float = 0.0
     z3_seconds: float = 0.0
     verdicts: dict[str, int] = field(default_factory=lambda: {"yes": 0, "no": 0})
 
@@ -42,22 +54,27 @@ class OracleStats:
 class SubexprOracle:
     """Answers ``is_subexpr`` against fixed targets, and ``equivalent``.
 
-    ``use_z3=False`` keeps undecided queries (no solver); ``z3_timeout_ms``
-    bounds each solver call.
+    ``use_fallback=False`` keeps what the normal forms leave undecided
+    without asking the e-graph; ``max_nodes`` bounds its saturation;
+    ``z3_timeout_ms`` bounds each call of the quantified z3 prover
+    (:meth:`z3_is_subexpr`, not part of the decision).
     """
 
     def __init__(
         self,
         targets: Sequence[Expr],
         *,
-        use_z3: bool = True,
+        use_fallback: bool = True,
+        max_nodes: int = 100_000,
         z3_timeout_ms: int = 1000,
     ):
         self.targets = [p for t in targets for p in pieces(t)]
         self.target_nfs = [nf.normal_form(t) for t in self.targets]
         self.target_atoms = frozenset().union(*(nf.atoms(t) for t in self.target_nfs))
-        self.use_z3 = use_z3
+        self.use_fallback = use_fallback
+        self.max_nodes = max_nodes
         self.z3_timeout_ms = z3_timeout_ms
+        self._egraph = None
         self._z3 = None
         self._cache: dict[tuple, bool] = {}
         self.stats = OracleStats()
@@ -77,10 +94,27 @@ class SubexprOracle:
             unknown |= r is None
         return None if unknown else False
 
-    def z3_is_subexpr(self, e: Expr, timeout_ms: int | None = None) -> bool | None:
-        """z3's answer for one non-piecewise term (None: not proved in time)."""
-        import time
+    def fallback_is_subexpr(self, e: Expr) -> bool | None:
+        """The e-graph's answer for one non-piecewise term (None: a bound hit).
 
+        The e-graph is built and saturated on the targets at the first call.
+        """
+        from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr
+
+        start = time.perf_counter()
+        try:
+            if self._egraph is None:
+                self._egraph = EGraphSubexpr(self.targets, max_nodes=self.max_nodes)
+            return self._egraph.decide(e)
+        finally:
+            self.stats.fallback_seconds += time.perf_counter() - start
+
+    def z3_is_subexpr(self, e: Expr, timeout_ms: int | None = None) -> bool | None:
+        """The quantified z3 prover's answer (None: not proved in time).
+
+        Not part of the decision: it proves but never refutes, so tests use it
+        as an independent check of "yes" answers.
+        """
         from mirage_xdsl.search.pruning.axioms import Z3Axioms
 
         if self._z3 is None:
@@ -107,10 +141,10 @@ class SubexprOracle:
         verdict = self.fast_is_subexpr(e)
         if verdict is not None:
             self.stats.fast_decided += 1
-        elif self.use_z3:
-            verdict = self.z3_is_subexpr(e)
+        elif self.use_fallback:
+            verdict = self.fallback_is_subexpr(e)
             if verdict is not None:
-                self.stats.z3_decided += 1
+                self.stats.fallback_decided += 1
         if verdict is None:
             self.stats.undecided += 1
             verdict = True

@@ -1,0 +1,77 @@
+"""z3 on ground axiom instances decides ``⊑``: known answers, bounds, agreement.
+
+The same known answers as the e-graph's (``test_subexpr_egraph.KNOWN``), the
+bound behaviour (unknown, never "no"), and agreement with the normal-form
+fast path and with the e-graph on the query corpus. The procedure is slower
+than the e-graph (``docs/abstract_expressions.md``), so the default run uses
+small random targets and the workloads run under ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+
+import pytest
+from test_subexpr_agreement import TARGET_SETS
+from test_subexpr_egraph import GQA, KNOWN
+
+from mirage_xdsl.search.pruning.abstract_expr import Expr
+from mirage_xdsl.search.pruning.expr_corpus import query_corpus
+from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr
+from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
+from mirage_xdsl.search.pruning.subexpr_z3 import Z3GroundSubexpr
+
+P = Expr.parse
+
+
+@cache
+def _decider(target: str) -> Z3GroundSubexpr:
+    """One instance per target: queries run in push/pop scopes, apart."""
+    return Z3GroundSubexpr([P(target)])
+
+
+@pytest.mark.parametrize("query,target,answer", KNOWN)
+def test_known_answer(query: str, target: str, answer: bool):
+    assert _decider(target).decide(P(query)) is answer
+
+
+def test_a_bound_gives_unknown_never_no():
+    bounded = Z3GroundSubexpr([P(GQA)], max_rounds=2)
+    assert not bounded.targets.closed
+    assert bounded.decide(P("exp(V)")) is None
+    assert bounded.decide(P("mul(Q, K)")) is True
+
+
+def _check(name: str, ts: list[Expr], count: int) -> None:
+    rng = random.Random(name)
+    oracle = SubexprOracle(ts, use_fallback=False)
+    ground = Z3GroundSubexpr(ts)
+    egraph = EGraphSubexpr(ts)
+    assert ground.targets.closed, name
+    for query, by_construction in query_corpus(ts, rng, count):
+        verdict = ground.decide(query)
+        assert verdict is not None, str(query)
+        if by_construction:
+            assert verdict is True, str(query)
+        fast = oracle.fast_is_subexpr(query)
+        if fast is not None:
+            assert fast == verdict, str(query)
+        assert egraph.decide(query) == verdict, str(query)
+
+
+RANDOM_SETS = [(n, ts) for n, ts in TARGET_SETS if n.startswith("random")]
+WORKLOAD_SETS = [(n, ts) for n, ts in TARGET_SETS if not n.startswith("random")]
+
+
+@pytest.mark.parametrize(
+    "name,ts", RANDOM_SETS[:4], ids=[n for n, _ in RANDOM_SETS[:4]]
+)
+def test_agrees_with_fast_path_and_egraph(name: str, ts: list[Expr]):
+    _check(name, ts, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,ts", TARGET_SETS, ids=[n for n, _ in TARGET_SETS])
+def test_agrees_with_fast_path_and_egraph_large(name: str, ts: list[Expr]):
+    _check(f"{name}-large", ts, 24)
