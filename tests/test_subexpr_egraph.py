@@ -15,6 +15,8 @@ import random
 import pytest
 from test_subexpr_agreement import TARGET_SETS
 
+pytest.importorskip("egglog")  # the optional extra mirage-xdsl[egraph]
+
 from mirage_xdsl.search.pruning.abstract_expr import Expr
 from mirage_xdsl.search.pruning.expr_corpus import query_corpus
 from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr, sexpr

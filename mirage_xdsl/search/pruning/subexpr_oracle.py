@@ -22,6 +22,7 @@ every element of the concatenation is an element of one piece.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -98,7 +99,12 @@ class SubexprOracle:
         """The e-graph's answer for one non-piecewise term (None: a bound hit).
 
         The e-graph is built and saturated on the targets at the first call.
+        Without the optional ``egglog`` package (``pip install
+        mirage-xdsl[egraph]``) the answer is None: the term is kept, which
+        costs search time but never a µGraph.
         """
+        if importlib.util.find_spec("egglog") is None:
+            return None
         from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr
 
         start = time.perf_counter()
