@@ -165,17 +165,24 @@ def _concat(scope: Scope, ts: list[Tensor], attrs: dict):
 
 
 def _accum(scope: Scope, ts: list[Tensor], attrs: dict):
-    """forloop_accum: sums iterations, so it must finish a sum over the loop."""
+    """forloop_accum: sums iterations, so it must finish a sum over the loop.
+
+    When the grid splits the loop's axis too (split-K: each block walks its
+    own share), the loop finishes only the block's share: the sum stays
+    partial over the grid's split, for a later kernel to add up. ``rms`` and
+    ``mean`` cannot be finished from shares, so they need the whole axis."""
     (x,) = ts
     loop = scope.loop
     if loop is None or x.phase != LOOP:
         return None
     reduction = attrs["reduction"]
     partial = set(x.partial)
+    shared = loop in scope.grid
     if reduction == "none":
         if loop not in partial or loop in x.labels:
             return None
-        partial.discard(loop)
+        if not shared:
+            partial.discard(loop)
         return x.labels, frozenset(partial)
     last = x.labels[-1]
     if loop in x.labels[:-1]:
@@ -183,9 +190,12 @@ def _accum(scope: Scope, ts: list[Tensor], attrs: dict):
     if reduction == "sum":
         if loop not in partial and last != loop:
             return None
-    elif loop in partial or last != loop or x.partial:
+    elif loop in partial or last != loop or x.partial or shared:
         return None
-    partial.discard(loop)
+    if shared:
+        partial.add(loop)
+    else:
+        partial.discard(loop)
     return (*x.labels[:-1], L.UNIT), frozenset(partial)
 
 
