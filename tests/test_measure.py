@@ -1,0 +1,43 @@
+"""Timing candidates on the GPU (runtime/measure.py), without a GPU: the
+compiler, the inputs and the timer are stand-ins."""
+
+from __future__ import annotations
+
+from mirage_xdsl.runtime import api, measure
+from mirage_xdsl.runtime.driver import GpuError
+
+
+class FakeCompiled:
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.closed = False
+
+    def run(self, *inputs, outputs=None):
+        if self.backend == "cuda":
+            raise GpuError(
+                "kernel 'k0' needs 239616 B shared memory; the GPU allows 232448 B"
+            )
+
+    def close(self):
+        self.closed = True
+
+
+class FakeTimer:
+    def per_call_us(self, calls, count):
+        for call in calls:
+            call()
+        return 10.0 if count == 1 else 5.0
+
+
+def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
+    built: list[FakeCompiled] = []
+
+    def fake_compile(module, backend):
+        built.append(FakeCompiled(backend))
+        return built[-1]
+
+    monkeypatch.setattr(api, "compile", fake_compile)
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    timings = measure.time_module(object(), ("triton", "cuda"), FakeTimer())
+    assert timings == [measure.Timing("triton", 10.0, 5.0)]
+    assert all(c.closed for c in built)  # the refused build is released too
