@@ -270,19 +270,28 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     assert [c.cost for c in so.distinct(ranked)] == [1.0, 3.0, 4.0, 5.0, 6.0]
 
     # measured selection times the cheapest two of each kernel count, even when
-    # the cost model ranks every two-kernel candidate behind the one-kernel ones
+    # the cost model ranks every two-kernel candidate behind the one-kernel
+    # ones, and what the model puts above the input but within MEASURED_SLACK
     monkeypatch.setattr(
         so, "_verified", lambda program, ranked, want, options, report: ranked[:want]
     )
     timed: list[UGraph] = []
-    monkeypatch.setattr(
-        so,
-        "_measured_pick",
-        lambda pool, measure, report: timed.extend(g for _, g in pool) or pool[0],
-    )
-    options = SearchOptions(verify_top=1, measure_top=3)
+
+    def measured_pick(pool, measure, report):
+        timed.extend(g for _, g in pool)
+        return pool[0]
+
+    monkeypatch.setattr(so, "_measured_pick", measured_pick)
+    ranked += [
+        so.Candidate(150.0, graph((4, 1, 1), exp_sq, 3), True),
+        so.Candidate(250.0, graph((4, 1, 1), exp_sq, 4), True),
+    ]
+    options = SearchOptions(verify_top=1, measure_top=6)
     so._pick(None, a, 100.0, ranked, options, lambda m: 1.0, so._Stop(), so.Report("f"))
-    assert [g.kernels for g in timed] == [1, 1, 1, 2]
+    assert [g.kernels for g in timed] == [1, 1, 1, 2, 2, 3, 2]
+    timed.clear()  # the cost model alone keeps to what it costs below the input
+    so._pick(None, a, 100.0, ranked, options, None, so._Stop(), so.Report("f"))
+    assert timed == []
 
 
 def test_parallel_verification_gives_the_serial_answer(monkeypatch) -> None:
