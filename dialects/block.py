@@ -327,6 +327,12 @@ class ReduceSumOp(t.ReduceSumBase):
 
 
 @irdl_op_definition
+class ReduceMaxOp(t.ReduceMaxBase):
+    name = "block.reduce_max"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
 class ConcatOp(t.ConcatBase):
     name = "block.concat"
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
@@ -411,6 +417,7 @@ BlockDialect = Dialect(
         GeluErfOp,
         RmsNormOp,
         ReduceSumOp,
+        ReduceMaxOp,
         ConcatOp,
         ThreadGraphOp,
     ],

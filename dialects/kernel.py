@@ -148,6 +148,12 @@ class ReduceSumOp(t.ReduceSumBase):
     traits = traits_def(Pure())
 
 
+@irdl_op_definition
+class ReduceMaxOp(t.ReduceMaxBase):
+    name = "kernel.reduce_max"
+    traits = traits_def(Pure())
+
+
 def dense_i64(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
 
@@ -272,6 +278,7 @@ Kernel = Dialect(
         GeluErfOp,
         RmsNormOp,
         ReduceSumOp,
+        ReduceMaxOp,
         CustomizedOp,
     ],
     [],

@@ -212,10 +212,8 @@ class MatmulBase(TensorOp):
         return shapes.matmul(tensor_shape(self.lhs), tensor_shape(self.rhs))
 
 
-class ReduceSumBase(TensorOp):
-    """Sum over one dim, which is kept with size 1."""
-
-    KIND: ClassVar[str] = "reduce_sum"
+class ReductionOp(TensorOp):
+    """A reduction over one dim, which is kept with size 1."""
 
     input = operand_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
@@ -234,6 +232,22 @@ class ReduceSumBase(TensorOp):
 
     def verify_shape(self) -> tuple[int, ...]:
         return shapes.reduce(tensor_shape(self.input), self.dim.value.data)
+
+
+class ReduceSumBase(ReductionOp):
+    """Sum over one dim, which is kept with size 1."""
+
+    KIND: ClassVar[str] = "reduce_sum"
+
+
+class ReduceMaxBase(ReductionOp):
+    """Maximum over one dim, which is kept with size 1.
+
+    Used to shift a softmax row by its maximum (``exp(x - max(x))``) so that
+    the exponentials stay finite at natural input scales.
+    """
+
+    KIND: ClassVar[str] = "reduce_max"
 
 
 class ConcatBase(TensorOp):
@@ -362,4 +376,6 @@ ELEMENTWISE_UNARY_KINDS = ("exp", "silu", "sqrt", "square", *ACTIVATION_KINDS)
 UNARY_KINDS = (*ELEMENTWISE_UNARY_KINDS, "rms_norm")
 BINARY_KINDS = ("add", "mul", "div")
 SCALAR_KINDS = ("mul_scalar", "add_scalar")
+REDUCE_KINDS = ("reduce_sum", "reduce_max")
+"""Reductions over one ``dim`` kept with size 1 (:class:`ReductionOp`)."""
 """Element-wise ops with a float constant; each reads ``op.value``."""

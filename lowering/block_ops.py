@@ -3,8 +3,8 @@
 ``LOWERINGS`` maps an op's ``KIND`` to a function that emits the op for one
 thread block: it reads its operand tiles and writes its result tile through a
 :class:`TileEnv`. Element-wise ops and thread graphs are block-stride loops
-computing in fp32 registers; ``reduce_sum`` and ``rms_norm`` reduce rows with
-warp shuffles; ``matmul`` uses tensor cores (see ``matmul.py``); ``concat``
+computing in fp32 registers; ``reduce_sum``, ``reduce_max`` and ``rms_norm``
+reduce rows with warp shuffles; ``matmul`` uses tensor cores (see ``matmul.py``); ``concat``
 copies its operands side by side. Accumulation across the for-loop lives in
 ``accumulators.py``; loads and stores of device tensors in ``tile_copies.py``.
 """
@@ -105,6 +105,20 @@ def reduce_sum(env: TileEnv, op: block.ReduceSumOp) -> None:
     reduce_rows(b, env.threads, env.tile(op.input), op.dim.value.data, finish)
 
 
+def reduce_max(env: TileEnv, op: block.ReduceMaxOp) -> None:
+    """The row maximum in fp32, with the warp and per-thread shapes of
+    ``reduce_sum`` (``reduce_rows`` with ``maximum``)."""
+    b = env.b
+    dst = env.tile(op.result)
+
+    def finish(index: list[Ix], top: SSAValue, lane: SSAValue | None) -> None:
+        with b.when(first_lane(b, lane)):
+            store(b, top, dst, index)
+
+    src = env.tile(op.input)
+    reduce_rows(b, env.threads, src, op.dim.value.data, finish, maximum=True)
+
+
 def rms_norm(env: TileEnv, op: block.RmsNormOp) -> None:
     b = env.b
     src, dst = env.tile(op.input), env.tile(op.result)
@@ -157,6 +171,7 @@ LOWERINGS: dict[str, Callable[..., None]] = {
     },
     "rms_norm": rms_norm,
     "reduce_sum": reduce_sum,
+    "reduce_max": reduce_max,
     "concat": concat,
     "matmul": block_matmul,
     "thread_graph": thread_graph,

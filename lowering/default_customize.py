@@ -11,6 +11,8 @@ kernel would use:
   replicated along the grid dims they lack;
 - ``reduce_sum``: the grid tiles the kept dims, and the for-loop walks the
   reduced dim, accumulating in fp32;
+- ``reduce_max``: the grid tiles the kept dims; each block reads whole rows
+  (a maximum is not accumulated across for-loop iterations);
 - ``rms_norm``: the grid tiles the rows; each block normalises whole rows;
 - ``matmul``: the grid tiles the output (batch, rows, columns) and the
   for-loop walks the contraction dim, accumulating in fp32.
@@ -148,6 +150,23 @@ def reduce_sum(op: kernel.ReduceSumOp) -> BlockGraph:
     return bg
 
 
+def reduce_max(op: kernel.ReduceMaxOp) -> BlockGraph:
+    """Whole rows per block: a maximum cannot be accumulated over for-loop
+    iterations (``forloop_accum`` sums), so the grid tiles the kept dims and
+    each block reads its rows in one tile."""
+    x = t.tensor_shape(op.input)
+    out = t.tensor_shape(op.result)
+    r = op.dim.value.data
+    kept = [d for d in range(len(x)) if d != r]
+    rows_target = max(1, min(MAX_TILE // x[r], prod(out) // TARGET_BLOCKS))
+    factors = split_dims(out, kept[::-1], rows_target, {})
+    grid, dims = grid_of(factors, kept[::-1])
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    tile = bg.new_input(op.input, imap_for(dims, x, out), -1)
+    bg.new_output(bg.reduce_max(tile, r), dims)
+    return bg
+
+
 def rms_norm(op: kernel.RmsNormOp) -> BlockGraph:
     x = t.tensor_shape(op.input)
     rank = len(x)
@@ -202,6 +221,7 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
         for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS)
     },
     "reduce_sum": reduce_sum,
+    "reduce_max": reduce_max,
     "rms_norm": rms_norm,
     "matmul": matmul,
 }

@@ -106,11 +106,14 @@ def store(b: GpuBuilder, value: SSAValue, tile: TileRef, index: Sequence[Ix]) ->
     b.store_f32(value, tile.mem, tile.at(index))
 
 
-def warp_allreduce(b: GpuBuilder, value: SSAValue) -> SSAValue:
-    """Sum over the 32 lanes of a warp; every lane gets the total."""
+def warp_allreduce(
+    b: GpuBuilder, value: SSAValue, combine: Callable[..., SSAValue] = GpuBuilder.addf
+) -> SSAValue:
+    """Sum (or another ``combine``, such as ``maxf``) over the 32 lanes of a
+    warp; every lane gets the result."""
     mask = WARP // 2
     while mask:
-        value = b.addf(value, b.value(ShflXorOp(value, mask)))
+        value = combine(b, value, b.value(ShflXorOp(value, mask)))
         mask //= 2
     return value
 
@@ -122,33 +125,45 @@ def reduce_rows(
     dim: int,
     finish: Callable[[list[Ix], SSAValue, SSAValue | None], None],
     square: bool = False,
+    maximum: bool = False,
 ) -> None:
-    """Sum (of squares) of ``src`` along ``dim`` for every other index.
+    """Sum (of squares), or with ``maximum`` the maximum, of ``src`` along
+    ``dim`` for every other index.
 
     Long rows (>= 32 elements) go to one warp each: lanes stride the row and
     a butterfly shuffle combines them, so every lane ends with the total.
     Short rows go to one thread each. ``finish(index, total, lane)`` consumes
     each total (``index`` has 0 at ``dim``; ``lane`` is the lane id in the warp
-    mode, ``None`` when one thread owns the row).
+    mode, ``None`` when one thread owns the row). A maximum starts from the
+    first element each thread reads (every lane reads one: rows in warp mode
+    have at least 32), so no infinity is needed.
     """
     length = src.shape[dim]
     rows_shape = [1 if d == dim else s for d, s in enumerate(src.shape)]
+    combine = GpuBuilder.maxf if maximum else GpuBuilder.addf
+
+    def element(index: list[Ix], j: Ix) -> SSAValue:
+        at = list(index)
+        at[dim] = j
+        x = load(b, src, at)
+        return b.mulf(x, x) if square else x
 
     def row_sum(index: list[Ix], start: Ix, step: int) -> SSAValue:
         def add(j: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            at = list(index)
-            at[dim] = j
-            x = load(b, src, at)
-            return [b.addf(acc[0], b.mulf(x, x) if square else x)]
+            return [combine(b, acc[0], element(index, j))]
 
-        (total,) = b.loop(start, length, step, add, [b.f32(0.0)])
+        if maximum:
+            first = element(index, start)
+            (total,) = b.loop(b.add(start, step), length, step, add, [first])
+        else:
+            (total,) = b.loop(start, length, step, add, [b.f32(0.0)])
         return total
 
     if length >= WARP:
 
         def per_warp(row: Ix) -> None:
             index = b.unravel(row, rows_shape)
-            total = warp_allreduce(b, row_sum(index, threads.lane, WARP))
+            total = warp_allreduce(b, row_sum(index, threads.lane, WARP), combine)
             finish(index, total, threads.lane)
 
         b.strided(threads.warp, numel(rows_shape), threads.warps, per_warp)

@@ -387,6 +387,22 @@ class KernelPrinter:
         expr = f"tl.sum({self.f32(v)}, axis={dim}, keep_dims=True)"
         self.define(op, phase, expr, natural, v.clean)
 
+    def print_reduce_max(self, op: Operation) -> None:
+        """``tl.max`` over ``dim`` in fp32. Padded lanes of that dim are -inf,
+        so they never win; lanes padded along other dims keep their values,
+        so a clean operand gives a clean result (the maximum of zeros)."""
+        phase = self.phases[op.results[0]]
+        dim = op.dim.value.data  # type: ignore[attr-defined]
+        v = self.values[op.operands[0]]
+        x = self.f32(v)
+        rank = len(v.padded)
+        if v.padded[dim] > v.real[dim]:
+            keep = f"{arange(v.padded[dim], dim, rank)} < {v.real[dim]}"
+            x = f"tl.where({keep}, {x}, float('-inf'))"
+        natural = tuple(1 if d == dim else p for d, p in enumerate(v.padded))
+        expr = f"tl.max({x}, axis={dim}, keep_dims=True)"
+        self.define(op, phase, expr, natural, v.clean)
+
     def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
         if v.padded[k_dim] > v.real[k_dim]:
             v = self.masked(v, phase)
@@ -600,6 +616,8 @@ class KernelPrinter:
                 self.print_matmul(op)
             elif isinstance(op, t.TensorOp) and op.KIND == "reduce_sum":
                 self.print_reduce(op)
+            elif isinstance(op, t.TensorOp) and op.KIND == "reduce_max":
+                self.print_reduce_max(op)
             elif isinstance(op, t.TensorOp) and op.KIND == "concat":
                 self.print_concat(op)
             elif isinstance(op, t.TensorOp):

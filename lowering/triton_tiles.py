@@ -74,7 +74,7 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
     elif kind in t.BINARY_KINDS or kind in t.UNARY_KINDS or kind in t.SCALAR_KINDS:
         for v in op.operands:
             _tie_same_extent(classes, v, result)
-    elif kind == "reduce_sum":
+    elif kind in t.REDUCE_KINDS:
         dim = op.dim.value.data  # type: ignore[attr-defined]
         for d in range(rank):
             if d != dim:

@@ -359,3 +359,36 @@ def test_activation_heads_are_distinct(small: str, big: str):
     """No activation is a subexpression of another's term on its own."""
     oracle = SubexprOracle([P(big)], use_fallback=False)
     assert oracle.fast_is_subexpr(P(small)) is False
+
+
+def test_row_maximum_is_an_uninterpreted_head() -> None:
+    """reduce_max is max(x) (its element count dropped, like a mean's); every
+    value of the safe softmax is a subexpression of its output, and the
+    shift, the maximum and the sum are three different terms."""
+    from softmax_program import softmax_module
+
+    assert str(op_expr("reduce_max", [var("x")], [(4, 8)], {"dim": 1})) == "max(x)"
+    module = softmax_module((4, 8))
+    values = exprs_of_function(entry_function(module), ["x"])
+    (out,) = output_exprs(entry_function(module), ["x"])
+    assert str(out) == (
+        "div(exp(add(x, neg(max(x)))), sum(8, exp(add(x, neg(max(x))))))"
+    )
+    oracle = SubexprOracle([out], use_z3=False)
+    assert all(oracle.is_subexpr(e) for e in values.values())
+    for other in ("sum(8, x)", "exp(x)", "max(exp(x))", "exp(add(x, max(x)))"):
+        assert SubexprOracle([out], use_z3=False).is_subexpr(P(other)) is False
+    assert not equivalent(P("max(x)"), P("sum(8, x)"))
+
+
+def test_row_maximum_pushes_through_pieces() -> None:
+    """A maximum along a dim that is not concatenated is taken piece by
+    piece; along the concatenated dim the pieces meet in one max."""
+    a, b = var("a"), var("b")
+    cat = op_expr("concat", [a, b], [(4, 8), (4, 8)], {"dim": 0})
+    across = op_expr("reduce_max", [cat], [(8, 8)], {"dim": 1})
+    assert str(across) == str(
+        op_expr("concat", [P("max(a)"), P("max(b)")], [(4, 1), (4, 1)], {"dim": 0})
+    )
+    along = op_expr("reduce_max", [cat], [(8, 8)], {"dim": 0})
+    assert str(along) == "max(add(a, b))"

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from activation_program import activation_module
+from softmax_program import blocked_softmax_module, softmax_module
 
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
@@ -92,3 +93,14 @@ def test_activations_compile(fused: bool) -> None:
     program = generate_program(activation_module(fused))
     assert all(f in program.source for f in ("tanhf(", "erff(", "fmaxf("))
     check_program(program)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("fused", [False, True])
+def test_safe_softmax_compiles(fused: bool) -> None:
+    """reduce_max as a kernel op and in a customized kernel: the row maximum's
+    fmaxf and warp shuffles compile."""
+    for module in (softmax_module(), blocked_softmax_module(fused=fused)):
+        program = generate_program(module)
+        assert "fmaxf(" in program.source
+        check_program(program)

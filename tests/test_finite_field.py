@@ -3,6 +3,7 @@ the Z_q slice, and the torch arithmetic's bit-identity with numpy's."""
 
 import numpy as np
 import pytest
+from softmax_program import attention_module, softmax_module
 
 from mirage_xdsl.fuzz.programs import random_module
 from mirage_xdsl.ir.builder import new_kernel_graph
@@ -244,6 +245,7 @@ def test_slice_changes_no_fingerprint() -> None:
     modules = [WORKLOADS[w].module(1, 8) for w in WORKLOADS]
     modules += [b(1, 8) for _, b in HANDWRITTEN.values()]
     modules += [random_module(np.random.default_rng(s)) for s in range(40)]
+    modules += [softmax_module(), attention_module(), attention_module(safe=False)]
     skipping = [
         m
         for s in range(40, 400)
@@ -300,3 +302,61 @@ def test_matmul_with_broadcast_batch_axes() -> None:
         got = ff.matmod(a, b, P)
         assert got.shape == np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
         assert np.array_equal(got, exact_matmul(a, b, P).astype(np.float64))
+
+
+def test_row_maximum_is_a_keyed_function_of_the_whole_row() -> None:
+    """reduce_max: one value per row, equal for equal rows wherever they sit,
+    different when one element changes or the row is reordered, different
+    from the per-element keyed kinds, and fresh in every trial."""
+    d = FiniteFieldDomain(7)
+    rows = d.random(np.random.default_rng(7), (50, 33))
+    changed = np.array(d.to_numpy(rows)[0])
+    changed[:, 5] = (changed[:, 5] + 1) % P
+    changed_q = np.array(d.to_numpy(rows)[1])
+    x = Residues(
+        np.concatenate([rows.p, rows.p, changed, rows.p[:, ::-1]]),
+        np.concatenate([rows.q, rows.q, changed_q, rows.q[:, ::-1]]),
+    )
+    top = d.reduce_max(x, -1)
+    assert top.shape == (200, 1) and top.q is not None
+    p = top.p[:, 0]
+    assert np.array_equal(p[:50], p[50:100])
+    assert np.all(p[:50] != p[100:150]) and np.all(p[:50] != p[150:])
+    assert np.all((p > 0) & (p < P)) and np.all((top.q >= 0) & (top.q < Q))
+    assert len(set(p[:50].tolist())) == 50
+    other = FiniteFieldDomain(8).reduce_max(x, -1).p[:, 0]
+    assert np.mean(other == p) < 0.05
+    # a column maximum is the same function of the column
+    cols = d.reduce_max(Residues(x.p.T.copy(), x.q.T.copy()), -2)
+    assert np.array_equal(cols.p[0], p)
+
+
+def test_shift_by_a_row_maximum_cancels_in_softmax() -> None:
+    """exp(x - m) / sum(exp(x - m)) has exactly the residues of
+    exp(x) / sum(exp(x)) for the keyed m, and exp(x - m) differs from exp(x)."""
+    d = FiniteFieldDomain(9)
+    x = d.random(np.random.default_rng(9), (8, 40))
+    m = d.reduce_max(x, -1)
+    e = d.exp(d.add(x, d.neg(m)))
+    safe = d.div(e, d.sum(e, (-1,)))
+    plain_e = d.exp(x)
+    plain = d.div(plain_e, d.sum(plain_e, (-1,)))
+    assert np.array_equal(safe.p, plain.p)
+    assert np.mean(e.p == plain_e.p) < 0.01
+
+
+def test_slice_reads_the_row_of_a_maximum() -> None:
+    """A reduce_max argument is hashed with its Z_q residues: the input it
+    reads is drawn with them, even where no exp follows."""
+    g = new_kernel_graph("maxima")
+    x, y = g.new_input((4, 8)), g.new_input((4, 8))
+    g.mark_output(g.mul(g.reduce_max(x, 1), y))
+    assert residue_slice(g.module()).inputs == frozenset({0})
+
+
+def test_torch_row_maximum_is_bit_identical_to_numpy() -> None:
+    torch_arith = pytest.importorskip("mirage_xdsl.verify.finite_field_torch")
+    module = attention_module()
+    a = _outputs(module, ff.NUMPY, False)
+    b = _outputs(module, torch_arith.TorchArithmetic("cpu"), False)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))

@@ -130,3 +130,37 @@ def test_activation_on_the_wrong_argument_is_rejected(kind: str) -> None:
     for mutant in mutants(plain):
         if "kind" in mutant.description:
             assert not equivalent(plain, mutant.module).equivalent, mutant.description
+
+
+def _softmax_sources():
+    from softmax_program import attention_module, blocked_softmax_module, softmax_module
+
+    yield softmax_module((8, 32)), softmax_module((8, 32), safe=False)
+    yield blocked_softmax_module((8, 32), 2), softmax_module((8, 32), safe=False)
+    plain = attention_module(1, 8, 32, 8, safe=False)
+    yield attention_module(1, 8, 32, 8), plain
+
+
+def test_safe_softmax_mutants_are_rejected() -> None:
+    """Mutants of the safe softmax (kernel ops and one customized kernel) and
+    of safe attention, each against the plain program: every mutant the float
+    check tells apart is rejected, the maximum swapped for a sum or taken
+    over the wrong dim included. Mutants that only change the shift (the
+    maximum doubled or replaced by a sum, its negation dropped or swapped for
+    an activation) leave the softmax unchanged: the float check agrees, and
+    the verifier proves each equal, since every row constant cancels."""
+    checked = Counter()
+    excluded = 0
+    for safe, plain in _softmax_sources():
+        assert equivalent(safe, plain).equivalent
+        for mutant in mutants(safe):
+            verdict = equivalent(plain, mutant.module)
+            if float_check(plain, mutant.module).agree:
+                assert verdict.equivalent, f"shift-invariant {mutant.description}"
+                excluded += 1
+                continue
+            assert not verdict.equivalent, f"accepted mutant {mutant.description}"
+            checked[mutant.description.split(": ")[1].split(" ")[0]] += 1
+    assert sum(checked.values()) >= MIN_MUTANTS
+    assert checked["reduce"] >= 3
+    assert excluded < sum(checked.values())

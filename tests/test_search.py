@@ -361,3 +361,51 @@ def test_activation_fused_after_matmul(kind: str) -> None:
     assert_same_function(program, outcome)
     found = ModuleOp([outcome.function.clone()])
     assert equivalent(program, found).equivalent
+
+
+def test_safe_softmax_becomes_one_kernel() -> None:
+    """exp(x - max(x)) / sum(...) over rows of 64 x 512, six library kernels,
+    becomes one customized kernel: the block graph takes each row's maximum
+    on its tile (the grid splits only the rows; a maximum needs its row
+    whole), and the verifier proves the result equal to the input program."""
+    from softmax_program import softmax_module
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.verify import equivalent
+
+    program = softmax_module((64, 512))
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir="none"
+    )
+    assert outcome.report.kernels_before == 6
+    op = only_customized(outcome)
+    assert "reduce_max" in block_kinds(op) and "exp" in block_kinds(op)
+    (tile,) = [o for o in op.walk() if isinstance(o, block.InputOp)]
+    assert tile.input_map[0] == 0 and 1 not in tile.input_map
+    assert tile.forloop_dim == -1
+    assert_same_function(program, outcome)
+    found = ModuleOp([outcome.function.clone()])
+    assert equivalent(program, found).equivalent
+
+
+def test_safe_attention_fuses_its_softmax() -> None:
+    """Q·K, the row maximum of the scores subtracted, exp, sum, div, ·V:
+    eight library ops become one customized kernel whose blocks own whole
+    score rows, proved equal to the plain attention as well as to its input."""
+    from softmax_program import attention_module
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.verify import equivalent
+
+    program = attention_module(2, 16, 64, 16)
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir="none"
+    )
+    assert outcome.report.kernels_before == 8
+    op = only_customized(outcome)
+    assert block_kinds(op).count("matmul") == 2 and "reduce_max" in block_kinds(op)
+    assert op.forloop == 1  # a maximum is not accumulated over iterations
+    assert_same_function(program, outcome)
+    found = ModuleOp([outcome.function.clone()])
+    assert equivalent(program, found).equivalent
+    assert equivalent(attention_module(2, 16, 64, 16, safe=False), found).equivalent

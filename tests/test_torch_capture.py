@@ -335,10 +335,123 @@ def test_activation_mlps_capture_and_match_torch(activation):
     assert rel_err(out.float().numpy(), ref.numpy()) < 2e-3
 
 
-def test_softmax_is_exp_sum_div_without_max():
-    module = capture(lambda x: torch.softmax(x, dim=0), half((4, 8)))
-    assert kernel_ops(module) == ["kernel.exp", "kernel.reduce_sum", "kernel.div"]
-    assert "dim 0" in module_text(module)
+SAFE_SOFTMAX = [
+    "kernel.reduce_max",
+    "kernel.neg",
+    "kernel.add",
+    "kernel.exp",
+    "kernel.reduce_sum",
+    "kernel.div",
+]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda x: torch.softmax(x, dim=0),
+        lambda x: F.softmax(x, dim=0),
+        lambda x: x.softmax(0),
+        lambda x: torch.softmax(x, -2),
+    ],
+    ids=["torch", "functional", "method", "negative-dim"],
+)
+def test_softmax_subtracts_the_row_maximum(form):
+    module = capture(form, half((4, 8)))
+    assert kernel_ops(module) == SAFE_SOFTMAX
+    assert "reduce_max %0 dim 0" in module_text(module)
+
+
+def test_softmax_at_natural_scale_matches_torch_and_is_proved_plain_softmax():
+    """Normal inputs times 10: the captured softmax is accurate (plain
+    exp(x) / sum(exp(x)) would overflow fp16 on such rows), and the verifier
+    proves it equal to the plain program."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.verify.equivalence import equivalent
+
+    x = (torch.randn(8, 64, generator=torch.Generator().manual_seed(4)) * 10).half()
+    captured = capture_program(lambda x: torch.softmax(x, -1), [x])
+    (out,) = run(captured.module, [x.numpy()])
+    assert rel_err(out, torch.softmax(x.float(), -1).numpy()) < 1e-5
+    assert not torch.isfinite(torch.exp(x)).all()  # the plain form overflows
+    g = new_kernel_graph("plain")
+    e = g.exp(g.new_input((8, 64)))
+    g.mark_output(g.div(e, g.reduce_sum(e, 1)))
+    assert equivalent(captured.module, g.module()).equivalent
+
+
+def test_torch_softmax_attention_is_proved_equal_to_the_workload():
+    """gqa written with torch.softmax captures the safe form; the verifier
+    proves it equal to the registered (plain softmax) workload."""
+    from mirage_xdsl.verify.equivalence import equivalent
+
+    def attention(q, k, v):
+        return torch.softmax(q @ k, dim=-1) @ v
+
+    captured = capture(attention, example_inputs("gqa", 1, scale=8))
+    assert "kernel.reduce_max" in kernel_ops(captured)
+    assert equivalent(captured, WORKLOADS["gqa"].module(1, 8)).equivalent
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda x: torch.amax(x, -1, keepdim=True),
+        lambda x: x.amax(dim=1, keepdim=True),
+        lambda x: x.max(dim=-1, keepdim=True).values,
+        lambda x: torch.max(x, 1, True)[0],
+        lambda x: torch.max(x, dim=1, keepdim=True).values,
+    ],
+    ids=["amax", "amax-method", "max-values", "max-index-0", "max-kw"],
+)
+def test_row_maximum_forms_are_reduce_max(form):
+    (x,) = half((4, 16), seed=6)
+    captured = capture_program(form, [x])
+    assert kernel_ops(captured.module) == ["kernel.reduce_max"]
+    (out,) = run(captured.module, [x.numpy()])
+    assert np.array_equal(out, form(x.float()).numpy())
+
+
+def test_amax_over_two_dims_is_two_reductions():
+    (x,) = half((4, 6, 8), seed=6)
+    form = lambda x: torch.amax(x, (0, 2), keepdim=True)  # noqa: E731
+    captured = capture_program(form, [x])
+    assert kernel_ops(captured.module) == ["kernel.reduce_max"] * 2
+    (out,) = run(captured.module, [x.numpy()])
+    assert np.array_equal(out, form(x.float()).numpy())
+
+
+def maxima_without_keepdim(x):
+    return torch.amax(x, -1)
+
+
+def max_over_everything(x):
+    return x.max()
+
+
+def max_indices(x):
+    return x.max(dim=-1, keepdim=True).indices
+
+
+def elementwise_max(x):
+    return torch.max(x, x * 2)
+
+
+@pytest.mark.parametrize(
+    "fn, op, why",
+    [
+        (maxima_without_keepdim, "aten.amax", "amax needs explicit dims and keepdim"),
+        (max_over_everything, "aten.max", "max over every dim"),
+        (max_indices, "aten.max", "the indices of max"),
+        (elementwise_max, "aten.max", "the element-wise maximum of two tensors"),
+    ],
+)
+def test_unsupported_maxima_are_one_located_line(fn, op, why):
+    with pytest.raises(CaptureError) as info:
+        capture(fn, half((4, 16)))
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"torch op '{op}' is not supported: {why}" in message
+    assert f"{__file__}:{line_of(fn, 'return')}:" in message
 
 
 class NormLinear(torch.nn.Module):

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from activation_program import activation_module
+from softmax_program import blocked_softmax_module, softmax_module
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.ir.context import make_context
@@ -165,6 +166,20 @@ def test_interpreted_activations_match_ours() -> None:
     assert not _failures(rows)
 
 
+def test_interpreted_safe_softmax_handles_large_inputs() -> None:
+    """Softmax of normal inputs times 10 (fp16), run by Triton's interpreter
+    against the exact float64 softmax: every safe form (kernel ops, one
+    customized kernel, its thread graph; rows padded from 100 to 128, rows
+    shorter than a warp, a 3-d tensor) is accurate, while the plain program's
+    separate exp kernel overflows fp16, so the inputs do test the shift."""
+    rows = _interpret("softmax", "0")
+    safe = [r for r in rows if "plain" not in r["case"]]
+    plain = [r for r in rows if "plain" in r["case"]]
+    assert len(safe) == 9 and len(plain) == 3
+    assert not _failures(safe)
+    assert all(np.isnan(r["errors"][0]) for r in plain)
+
+
 # --- compilation to cubin (Triton's own lowering, no GPU) -------------------------
 
 
@@ -211,6 +226,17 @@ def test_activations_compile_to_cubin(fused: bool) -> None:
         _check_compiled(compiled)
     source = generate_triton(activation_module(fused)).source
     assert "tl.maximum(" in source and "tl.math.erf(" in source
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_safe_softmax_compiles_to_cubin(fused: bool) -> None:
+    """reduce_max as a kernel op and inside a customized kernel: tl.max over
+    a row padded with -inf compiles for sm_90."""
+    for module in (softmax_module(), blocked_softmax_module(fused=fused)):
+        for compiled in _compile_all_forms(module):
+            _check_compiled(compiled)
+    source = generate_triton(blocked_softmax_module(fused=fused)).source
+    assert "tl.max(tl.where(" in source and "float('-inf')" in source
 
 
 # --- the runtime launches Triton kernels like any other --------------------------

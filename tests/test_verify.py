@@ -143,3 +143,144 @@ def test_identities_through_a_keyed_function_are_not_proved() -> None:
     rhs = h.module()
     assert float_check(lhs, rhs).agree
     assert not equivalent(lhs, rhs).equivalent
+
+
+# --- reduce_max: the row maximum as a keyed random function of the row ---------
+
+
+def _kernel(name: str, shape, body):
+    """A one-input program: ``body(graph, x)`` is its output."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph(name)
+    g.mark_output(body(g, g.new_input(shape)))
+    return g.module()
+
+
+def _shifted(g, x, dim: int = 1):
+    return g.add(x, g.neg(g.reduce_max(x, dim)))
+
+
+def test_safe_softmax_is_proved_equal_to_plain_softmax() -> None:
+    """exp(x - max) / sum(exp(x - max)) = exp(x) / sum(exp(x)): the shift is a
+    keyed random value per row, and exp(a - m) = exp(a) exp(-m) cancels it
+    exactly; both kernel-level and as one customized kernel."""
+    from softmax_program import blocked_softmax_module, softmax_module
+
+    plain = softmax_module((64, 512), safe=False)
+    for safe in (softmax_module((64, 512)), blocked_softmax_module((64, 512), 4)):
+        verdict = equivalent(safe, plain)
+        assert verdict.equivalent, verdict.reason
+        assert verdict.false_positive_bound <= TARGET_BOUND
+        assert float_check(safe, plain).agree
+
+
+def test_safe_attention_is_proved_equal_to_plain_attention() -> None:
+    """softmax(Q·K)·V with the row maximum of the scores subtracted."""
+    from softmax_program import attention_module
+
+    safe, plain = attention_module(), attention_module(safe=False)
+    verdict = equivalent(safe, plain)
+    assert verdict.equivalent, verdict.reason
+    assert verdict.false_positive_bound <= TARGET_BOUND
+
+
+def test_a_shift_that_does_not_cancel_is_rejected() -> None:
+    """exp(x - max(x)) / sum(exp(x)) is not softmax, exp(x - max(x)) is not
+    exp(x), and a shift by another row's maximum (a column maximum) does not
+    cancel either; the float check agrees that they differ."""
+    from softmax_program import softmax_module
+
+    shape = (8, 32)
+    plain = softmax_module(shape, safe=False)
+
+    def half_shifted(g, x):
+        return g.div(g.exp(_shifted(g, x)), g.reduce_sum(g.exp(x), 1))
+
+    def column_shifted(g, x):
+        e = g.exp(g.add(x, g.neg(g.reduce_max(x, 0))))
+        return g.div(e, g.reduce_sum(e, 1))
+
+    for wrong in (
+        _kernel("a", shape, half_shifted),
+        _kernel("b", shape, column_shifted),
+    ):
+        assert not equivalent(wrong, plain).equivalent
+        assert not float_check(wrong, plain).agree
+    exp_shifted = _kernel("c", shape, lambda g, x: g.exp(_shifted(g, x)))
+    exp_plain = _kernel("d", shape, lambda g, x: g.exp(x))
+    assert not equivalent(exp_shifted, exp_plain).equivalent
+    assert not float_check(exp_shifted, exp_plain).agree
+
+
+def test_the_maximum_itself_is_only_equal_to_the_same_function_of_the_same_row() -> (
+    None
+):
+    """A program whose output is max(x) is proved equal to max(x) computed in
+    a customized kernel (the same row meets the same keyed value), and told
+    apart from the sum, from the maximum of another dim and of 2x. Identities
+    that depend on the maximum's value (max(x + c) = max(x) + c) are not
+    proved: the verdict is "not equivalent" while the float check agrees."""
+    from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+
+    shape = (16, 64)
+    top = _kernel("top", shape, lambda g, x: g.reduce_max(x, 1))
+    g = new_kernel_graph("top_kernel")
+    x = g.new_input(shape)
+    bg = new_threadblock_graph((4, 1, 1), (128, 1, 1), 1)
+    bg.new_output(bg.reduce_max(bg.new_input(x, (0, -1, -1), -1), 1), (0, -1, -1))
+    g.mark_output(g.customized([x], bg)[0])
+    assert equivalent(top, g.module()).equivalent
+    for other in (
+        _kernel("sum", shape, lambda g, x: g.reduce_sum(x, 1)),
+        _kernel("twice", shape, lambda g, x: g.reduce_max(g.mul_scalar(x, 2.0), 1)),
+    ):
+        assert not equivalent(top, other).equivalent
+    shifted = _kernel("plus", shape, lambda g, x: g.reduce_max(g.add_scalar(x, 1.0), 1))
+    plus_after = _kernel(
+        "after", shape, lambda g, x: g.add_scalar(g.reduce_max(x, 1), 1.0)
+    )
+    assert float_check(shifted, plus_after).agree
+    assert not equivalent(shifted, plus_after).equivalent
+
+
+def test_a_partial_row_maximum_is_not_the_row_maximum() -> None:
+    """A customized kernel whose grid splits the row takes each block's
+    maximum of half a row; a second kernel's maximum of those two partial
+    maxima equals the row maximum in the reals, but the verifier only meets
+    whole rows, so it reports "not equivalent" (safe) while floats agree."""
+    from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+
+    shape = (16, 64)
+    top = _kernel("top", shape, lambda g, x: g.reduce_max(x, 1))
+    g = new_kernel_graph("split")
+    x = g.new_input(shape)
+    bg = new_threadblock_graph((2, 1, 1), (128, 1, 1), 1)
+    bg.new_output(bg.reduce_max(bg.new_input(x, (1, -1, -1), -1), 1), (1, -1, -1))
+    (parts,) = g.customized([x], bg)
+    g.mark_output(g.reduce_max(parts, 1))
+    split = g.module()
+    assert float_check(split, top).agree
+    assert not equivalent(split, top).equivalent
+
+
+def test_row_maxima_count_in_the_bound() -> None:
+    """Each reduce_max result is a fresh variable of the keyed group (here
+    only in exponents), its row is a keyed-function argument, and the row
+    digest's collision adds to the per-pair collision term."""
+    from softmax_program import softmax_module
+
+    from mirage_xdsl.verify.residue_arith import ROW_DIGEST_COLLISION
+
+    safe, plain = (
+        program_degrees(softmax_module()),
+        program_degrees(softmax_module(safe=False)),
+    )
+    assert safe.row_atoms and not plain.row_atoms
+    assert safe.sqrt_arg == 1 and safe.sqrt_args_pure
+    (out,) = safe.outputs
+    assert out.sqrt_fan >= 1  # the maximum reaches the output (in an exponent)
+    assert safe.exp_arg > plain.exp_arg  # x - max: one more variable
+    both = trial_bound(safe, safe)
+    assert both.sqrt_collisions >= ROW_DIGEST_COLLISION
+    assert trial_bound(plain, plain).sqrt_collisions == 0.0

@@ -8,6 +8,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py random 20
     TRITON_INTERPRET=1 python tests/triton_interpret.py file PATH.mlir
     TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
+    TRITON_INTERPRET=1 python tests/triton_interpret.py softmax 0
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
 
 
-def check(case: str, module, inputs) -> None:
+def check(case: str, module, inputs, ref=None) -> None:
+    """Compare every form of ``module``'s kernels with ``ref`` (by default the
+    interpreter's outputs on ``inputs``)."""
     try:
         program = generate_triton(module)
-        ref = interpreter.run(module, inputs)
+        if ref is None:
+            ref = interpreter.run(module, inputs)
         forms = max(len(k.variants) for k in program.kernels)
         for form in range(forms):
             outs = run_form(program, inputs, form)
@@ -129,6 +133,32 @@ def activation_cases() -> None:
         check(f"activations fused={fused}", module, random_inputs(module, 0, -2, 2))
 
 
+def softmax_cases() -> None:
+    """Softmax on inputs of natural scale (normal times 10, in fp16), against
+    the exact float64 softmax: the safe programs (kernel ops, one customized
+    kernel, and its thread-graph form) and, for contrast, the plain one, whose
+    separate exp kernel overflows fp16. Row lengths 100 (padded to 128) and 20
+    (shorter than a warp)."""
+    from softmax_program import (
+        blocked_softmax_module,
+        large_inputs,
+        reference_softmax,
+        softmax_module,
+    )
+
+    for shape in ((8, 100), (6, 20), (4, 3, 40)):
+        x = large_inputs(shape)
+        ref = [reference_softmax(x)]
+        programs = {
+            "safe": softmax_module(shape),
+            "plain": softmax_module(shape, safe=False),
+            "blocked": blocked_softmax_module(shape),
+            "blocked fused": blocked_softmax_module(shape, fused=True),
+        }
+        for name, module in programs.items():
+            check(f"softmax {name} {list(shape)}", module, [x], ref)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "file":
         file_case(sys.argv[2])
@@ -140,5 +170,7 @@ if __name__ == "__main__":
         workloads(n, tuple(int(b) for b in args[2:]) or (1, 8), small)
     elif what == "activations":
         activation_cases()
+    elif what == "softmax":
+        softmax_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

@@ -281,6 +281,12 @@ class Graph:
             dim = int(self.rng.integers(len(a.shape)))
             n = a.shape[dim]
             return self.emit(cls(a.value, dim), a.lo * n, a.hi * n, a.phase)
+        if kind == "reduce_max":
+            a = self.pick()
+            if a is None:
+                return None
+            dim = int(self.rng.integers(len(a.shape)))
+            return self.emit(cls(a.value, dim), a.lo, a.hi, a.phase)
         if kind == "concat":
             return self.add_concat(cls)
         if kind == "forloop_accum":
@@ -419,7 +425,8 @@ def add_thread_graph(g: Graph) -> Val | None:
 BLOCK_MENU = (
     "matmul", "add", "mul", "div", "exp", "silu", "sqrt", "square",
     "relu", "sigmoid", "tanh", "gelu", "gelu_erf", "mul_scalar", "add_scalar",
-    "rms_norm", "reduce_sum", "concat", "forloop_accum", "forloop_accum",
+    "rms_norm", "reduce_sum", "reduce_max", "concat", "forloop_accum",
+    "forloop_accum",
 )  # fmt: skip
 """Block-level kinds (``thread_graph`` is drawn separately, by its probability)."""
 

@@ -117,6 +117,10 @@ class _Builder:
 
     reduce_sum = reduction
 
+    def reduce_max(self, a: SSAValue, dim: int) -> SSAValue:
+        """Maximum over ``dim``, keeping it with size 1."""
+        return self._add(self._op("ReduceMaxOp")(a, dim))
+
 
 class KernelGraph(_Builder):
     """Builds a kernel-level program: one ``func.func`` of device tensors."""

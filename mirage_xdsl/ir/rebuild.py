@@ -32,7 +32,7 @@ def make_op(
 ) -> Operation:
     """Build an arithmetic op of class ``cls``; result types follow from operands."""
     try:
-        if issubclass(cls, t.ReduceSumBase):
+        if issubclass(cls, t.ReductionOp):
             return cls(operands[0], props["dim"].value.data)  # type: ignore[attr-defined]
         if issubclass(cls, t.ConcatBase):
             return cls(operands[0], operands[1], props["dim"].value.data)  # type: ignore[attr-defined]

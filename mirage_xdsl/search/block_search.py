@@ -276,6 +276,7 @@ class BlockSearch:
                 yield kind, (n,), dict(attrs)
             for d in range(len(tn.shape)):
                 yield "reduce_sum", (n,), {"dim": d}
+                yield "reduce_max", (n,), {"dim": d}
             if loop:
                 for r in R.ACCUM_REDUCTIONS:
                     yield "forloop_accum", (n,), {"reduction": r}

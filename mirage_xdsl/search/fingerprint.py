@@ -66,6 +66,8 @@ def evaluate(
                 return x + attrs["scalar"]
             case "reduce_sum":
                 return np.sum(x, axis=attrs["dim"] - attrs["rank"], keepdims=True)
+            case "reduce_max":
+                return np.max(x, axis=attrs["dim"] - attrs["rank"], keepdims=True)
             case "concat":
                 d = attrs["dim"] - attrs["rank"]
                 return np.concatenate(_broadcast_except(x, args[1], d), axis=d)

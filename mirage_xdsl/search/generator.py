@@ -265,6 +265,7 @@ class Generator:
                 yield KernelOp(kind, (i,), attrs)
             for d in range(len(state.tensors[i].shape)):
                 yield KernelOp("reduce_sum", (i,), (("dim", d),))
+                yield KernelOp("reduce_max", (i,), (("dim", d),))
             for j in range(n):
                 if i < j:
                     yield KernelOp("add", (i, j))

@@ -85,12 +85,13 @@ def analyse(function: func.FuncOp) -> Axes:
             uf.union((rhs, rank - 1), (result, rank - 1))
             uf.union((lhs, rank - 1), (rhs, rank - 2))
             reduced_nodes.append((lhs, rank - 1))
-        elif kind == "reduce_sum":
+        elif kind in t.REDUCE_KINDS:
             dim = op.dim.value.data  # type: ignore[attr-defined]
             for d in range(len(out)):
                 if d != dim:
                     uf.union((op.operands[0], d), (result, d))
-            reduced_nodes.append((op.operands[0], dim))
+            if kind == "reduce_sum":
+                reduced_nodes.append((op.operands[0], dim))
         else:
             for operand in op.operands:
                 shape = t.tensor_shape(operand)

@@ -144,6 +144,21 @@ def _reduce_sum(scope: Scope, ts: list[Tensor], attrs: dict):
     return out, frozenset(partial)
 
 
+def _reduce_max(scope: Scope, ts: list[Tensor], attrs: dict):
+    """A row maximum is no linear function: its row must be whole, neither a
+    partial sum nor cut by the grid or the for-loop (a block's maximum of
+    part of a row is not the row's maximum)."""
+    (x,) = ts
+    d = attrs["dim"]
+    label = x.labels[d]
+    if x.partial or not L.is_axis(label):
+        return None
+    if label in scope.grid or label == scope.loop:
+        return None
+    out = tuple(L.UNIT if i == d else lab for i, lab in enumerate(x.labels))
+    return out, frozenset()
+
+
 def _concat(scope: Scope, ts: list[Tensor], attrs: dict):
     a, b = ts
     d = attrs["dim"]
@@ -214,6 +229,7 @@ RULES: dict[str, Rule] = {
     "div": lambda s, ts, a: _scale(s, ts, a, divide=True),
     "matmul": _matmul,
     "reduce_sum": _reduce_sum,
+    "reduce_max": _reduce_max,
     "concat": _concat,
     "forloop_accum": _accum,
 }
@@ -234,7 +250,7 @@ def unary_specs(constants: tuple) -> list[tuple[str, tuple]]:
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 
-KERNEL_KINDS = (*UNARY, "add", "mul", "div", "matmul", "reduce_sum")
+KERNEL_KINDS = (*UNARY, "add", "mul", "div", "matmul", "reduce_sum", "reduce_max")
 BLOCK_KINDS = (*KERNEL_KINDS, "concat", "forloop_accum")
 
 

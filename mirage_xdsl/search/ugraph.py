@@ -101,7 +101,7 @@ def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
     a = dict(attrs)
     if kind == "matmul":
         return shapes.matmul(operands[0], operands[1])
-    if kind == "reduce_sum":
+    if kind in t.REDUCE_KINDS:
         return shapes.reduce(operands[0], a["dim"])
     if kind == "concat":
         return shapes.concat(operands[0], operands[1], a["dim"])
@@ -149,7 +149,7 @@ def _element_type(dtype: str) -> Attribute:
 
 def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
     """Append one arithmetic op with the kernel or block builder."""
-    if op.kind in ("reduce_sum", "concat"):
+    if op.kind in (*t.REDUCE_KINDS, "concat"):
         return getattr(builder, op.kind)(*args, op.attr("dim"))
     if op.kind == "forloop_accum":
         return builder.forloop_accum(args[0], op.attr("reduction"))
@@ -283,7 +283,7 @@ def from_function(fn: func.FuncOp) -> UGraph:
 
 
 def _attrs(op: Any) -> Attrs:
-    if op.KIND in ("reduce_sum", "concat"):
+    if op.KIND in (*t.REDUCE_KINDS, "concat"):
         return (("dim", op.dim.value.data),)
     if op.KIND == "forloop_accum":
         return (("reduction", op.reduction),)

@@ -100,6 +100,10 @@ class Domain(Protocol):
         """Divide by a positive element count (for means)."""
         ...
 
+    def reduce_max(self, x: np.ndarray, axis: int) -> np.ndarray:
+        """Maximum over one (negative) axis, kept with size 1."""
+        ...
+
 
 class FloatDomain:
     """Real arithmetic in numpy with fp32 accumulation: the correctness reference."""
@@ -165,3 +169,6 @@ class FloatDomain:
 
     def div_count(self, x: np.ndarray, count: int) -> np.ndarray:
         return x / self.dtype(count)
+
+    def reduce_max(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return np.max(x, axis=axis, keepdims=True)

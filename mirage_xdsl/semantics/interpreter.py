@@ -89,6 +89,8 @@ def _tensor_op(
     dim = op.dim.value.data - rank  # type: ignore[attr-defined]
     if kind == "reduce_sum":
         return domain.sum(args[0], (dim,))
+    if kind == "reduce_max":
+        return domain.reduce_max(args[0], dim)
     if kind == "concat":
         return np.concatenate(_broadcast_except(args[0], args[1], dim), axis=dim)
     raise NotImplementedError(f"no semantics for '{op.name}'")

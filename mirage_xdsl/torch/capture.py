@@ -16,8 +16,12 @@ capture fails with a located one-line message naming the torch op.
 
 Semantics the kernel dialect fixes, and that capture therefore adopts:
 
-- softmax is ``exp(x) / sum(exp(x))``, without subtracting the row maximum:
-  the workloads define attention this way (inputs are kept small);
+- softmax is ``exp(x - max(x)) / sum(exp(x - max(x)))`` (``kernel.reduce_max``
+  of the row subtracted), finite at any input scale; the verifier proves it
+  equal to the workloads' ``exp(x) / sum(exp(x))``;
+- ``torch.amax(x, dims, keepdim=True)`` and the values of
+  ``torch.max(x, dim, keepdim=True)`` are ``kernel.reduce_max``; the indices
+  of ``max`` are refused;
 - RMSNorm is ``x / sqrt(mean(x^2) + eps)``: the epsilon of ``F.rms_norm`` /
   ``nn.RMSNorm`` (fp32's machine epsilon when None, as in torch) and of
   ``mean(x^2) + eps`` becomes ``kernel.rms_norm``'s ``eps``, and a weight other
@@ -61,6 +65,7 @@ from mirage_xdsl.torch.rules import (
     ATEN_RULES,
     IGNORED,
     MATERIALISED,
+    MaxWithIndices,
     Parameter,
     Value,
 )
@@ -161,6 +166,10 @@ class Converter:
                 v.value = self.graph.new_input(node_shape(node), node_dtype(node))
                 self.parameters.append(v.tensor)
             return v.value
+        if isinstance(v, MaxWithIndices):
+            raise unsupported(
+                v.node, "its (values, indices) pair as a tensor; take .values"
+            )
         if v.kind in MATERIALISED:
             self.env[node] = value = getattr(self.graph, v.kind)(v.x)
             return value

@@ -22,7 +22,11 @@ def rms_norm(x: torch.Tensor) -> torch.Tensor:
 
 
 def gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(q @ k, dim=-1) @ v
+    """Attention with the workload's softmax, ``exp(s) / sum(exp(s))``, spelt
+    out: ``torch.softmax`` captures the safe form with the row maximum
+    subtracted, which the verifier proves equal to this one."""
+    e = torch.exp(q @ k)
+    return (e / e.sum(-1, keepdim=True)) @ v
 
 
 def qknorm_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

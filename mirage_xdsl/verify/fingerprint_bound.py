@@ -8,7 +8,8 @@ is a rational function ``N / D`` of three groups of variables:
 - ``exp``: exp atoms ``omega ** t`` (uniform over the order-q subgroup under the
   generic-exponent model), closed under inverses,
 - ``sqrt``: values of the random sqrt function (uniform over Z_p), and of the
-  other keyed random functions (relu, tanh, gelu, gelu_erf), counted alike.
+  other keyed random functions (relu, tanh, gelu, gelu_erf, and reduce_max's
+  per-row function of the whole row), counted alike.
 
 For each tensor the walk keeps the degree of ``N`` and ``D`` in each group, and
 which axes the denominator and the set of sqrt atoms are constant along: a sum
@@ -32,6 +33,7 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.verify.finite_field import KEYED_KINDS, P, Q
+from mirage_xdsl.verify.residue_arith import ROW_DIGEST_COLLISION
 
 GROUPS = ("input", "exp", "sqrt")
 Vec = tuple[int, int, int]
@@ -106,6 +108,9 @@ class ProgramDegrees:
     sqrt_arg: int = 0
     sqrt_args_pure: bool = True
     """Every sqrt argument depends on the inputs only (no atoms)."""
+    row_atoms: bool = False
+    """Some atom is a row function (``reduce_max``), whose row digest may
+    collide as well (``residue_arith.ROW_DIGEST_COLLISION``)."""
 
 
 @dataclass
@@ -113,6 +118,7 @@ class _Walk:
     exp_arg: int = 0
     sqrt_arg: int = 0
     sqrt_args_pure: bool = True
+    row_atoms: bool = False
     env: dict[SSAValue, Deg] = field(default_factory=dict)
 
     # --- element-wise --------------------------------------------------------
@@ -195,6 +201,23 @@ class _Walk:
 
     # --- reductions ----------------------------------------------------------
 
+    def reduce_max(self, a: Deg, axis: int) -> Deg:
+        """The row maximum: a random function of the whole row, one fresh
+        variable of the sqrt group per row. Its argument is every element of
+        the row, so the row's atoms all reach it (two rows collide only if
+        they agree at every position, at least as unlikely as one pair of
+        differing elements colliding: the sqrt argument's case)."""
+        self.sqrt_arg = max(self.sqrt_arg, a.total())
+        self.sqrt_args_pure &= not a.has_atoms()
+        self.row_atoms = True
+        k = a.shape[axis]
+        fan = a.sqrt_fan * (k if axis not in a.atoms_const() else 1)
+        shape = list(a.shape)
+        shape[axis] = 1
+        d = Deg(tuple(shape), sqrt_fan=fan)
+        fixed = (a.ones() & a.atoms_const()) | {axis}
+        return Deg(d.shape, (0, 0, 1), ZERO, True, d.all_axes(), fixed, fan + 1)
+
     @staticmethod
     def _sum_terms(d: Deg, varies_den: bool, varies_atoms: bool, k: int) -> Deg:
         """Degrees of a sum of k terms like ``d``."""
@@ -272,6 +295,8 @@ class _Walk:
         dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
         if kind == "reduce_sum":
             return self.sum(args[0], dim)
+        if kind == "reduce_max":
+            return self.reduce_max(args[0], dim)
         if kind == "concat":
             a, b = args
             den_fixed, atoms_fixed = self._fixed(shape, a, b)
@@ -377,7 +402,9 @@ class _Walk:
 def program_degrees(module: ModuleOp) -> ProgramDegrees:
     walk = _Walk()
     outputs = walk.function(entry_function(module))
-    return ProgramDegrees(outputs, walk.exp_arg, walk.sqrt_arg, walk.sqrt_args_pure)
+    return ProgramDegrees(
+        outputs, walk.exp_arg, walk.sqrt_arg, walk.sqrt_args_pure, walk.row_atoms
+    )
 
 
 @dataclass(frozen=True)
@@ -411,5 +438,7 @@ def trial_bound(a: ProgramDegrees, b: ProgramDegrees) -> TrialBound:
     per_pair = degree / P
     if a.sqrt_args_pure and b.sqrt_args_pure:
         per_pair *= degree / Q
+    if a.row_atoms or b.row_atoms:
+        per_pair += ROW_DIGEST_COLLISION
     collisions = fan * (fan - 1) / 2 * per_pair
     return TrialBound(poly, exponents, collisions)

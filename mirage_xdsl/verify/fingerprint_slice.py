@@ -3,8 +3,8 @@ Z_p wherever something other than an exponent reads it.
 
 A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent;
 also inside ``silu`` and ``sigmoid``) and by ``sqrt`` and the other keyed
-random functions (``relu``, ``tanh``, ``gelu``, ``gelu_erf``: hashed with the
-Z_p component). Computing it for every value
+random functions (``relu``, ``tanh``, ``gelu``, ``gelu_erf``, and
+``reduce_max`` per row: hashed with the Z_p component). Computing it for every value
 doubles the verifier's work; :func:`residue_slice` finds the entry arguments
 some exp or sqrt argument depends on, so only those are drawn with a Z_q
 residue and everything else is computed mod p alone (``finite_field.py``
@@ -34,13 +34,14 @@ from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.semantics.interpreter import entry_function
-from mirage_xdsl.verify.finite_field import KEYED_KINDS
+from mirage_xdsl.verify.finite_field import KEYED_KINDS, ROW_KEYED_KINDS
 
 EXP = -1
 """The source marker of a value that depends on an exp result."""
 EXP_KINDS = frozenset({"exp", "silu", "sigmoid"})
-HASHED_KINDS = frozenset({*KEYED_KINDS, "rms_norm"})
-"""Kinds that hash their argument's (x_p, x_q) pair (``finite_field.KEYED_KINDS``)."""
+HASHED_KINDS = frozenset({*KEYED_KINDS, *ROW_KEYED_KINDS, "rms_norm"})
+"""Kinds that hash their argument's (x_p, x_q) pairs (``finite_field.KEYED_KINDS``
+element by element, ``ROW_KEYED_KINDS`` a whole row: ``reduce_max``)."""
 
 
 @dataclass(frozen=True)

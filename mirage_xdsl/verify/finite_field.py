@@ -37,8 +37,10 @@ from mirage_xdsl.verify.residue_arith import (
     EXP_LOW_BITS,
     NUMPY,
     keyed_hash,
+    keyed_word,
     mulmod,
     pool,
+    row_digest,
 )
 
 P = 67108187
@@ -68,7 +70,10 @@ def _salt(kind: str) -> int:
     return int.from_bytes(hashlib.blake2b(kind.encode(), digest_size=8).digest()) >> 2
 
 
-KEY_SALTS = {kind: _salt(kind) for kind in KEYED_KINDS}
+ROW_KEYED_KINDS = ("reduce_max",)
+"""Reductions without an algebraic image: a per-trial random function of the
+whole row (its residues in order), one value per row."""
+KEY_SALTS = {kind: _salt(kind) for kind in (*KEYED_KINDS, *ROW_KEYED_KINDS)}
 """Per-kind salts XORed into a trial's sqrt keys."""
 
 # --- values -------------------------------------------------------------------
@@ -357,6 +362,28 @@ class FiniteFieldDomain:
 
     def gelu_erf(self, x: Residues) -> Residues:
         return self._keyed("gelu_erf", x)
+
+    def reduce_max(self, x: Residues, axis: int) -> Residues:
+        """The row maximum as a per-trial random function of the row.
+
+        A finite field has no order, so the maximum has no image in it. Every
+        row (the residues ``(x_p, x_q)`` of its elements, in order) gets a
+        keyed random value, nonzero mod p like sqrt's: equal rows meet the
+        same value, so a program and its rewrite that take the maximum of the
+        same row agree. What makes this useful is that safe softmax does not
+        depend on the shift's value: ``exp(x - m) = exp(x) · exp(-m)`` holds
+        exactly, so ``exp(x - m) / sum(exp(x - m))`` has the residues of
+        ``exp(x) / sum(exp(x))`` for any ``m``; ``docs/verifier.md`` has the
+        argument."""
+        if x.q is None:
+            raise AssertionError("a reduce_max argument lacks its Z_q component")
+        p_part, q_part = self.arith.to_index(x.p), self.arith.to_index(x.q)
+        k_p, k_q = self._keys("reduce_max")
+        digest = row_digest(p_part, q_part, axis, k_p, self.arith)
+        return self._residues(
+            self.arith.residues_of(keyed_word(digest, k_p), P, True),
+            self.arith.residues_of(keyed_word(digest, k_q), Q, False),
+        )
 
     def square(self, x: Residues) -> Residues:
         return self.mul(x, x)

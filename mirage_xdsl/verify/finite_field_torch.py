@@ -108,6 +108,15 @@ class TorchArithmetic:
         mask = (1 << EXP_LOW_BITS) - 1
         return self.mul(high[index >> EXP_LOW_BITS], low[index & mask], m)
 
+    def positions(self, shape: Sequence[int], axis: int) -> Any:
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        index = self.torch.arange(shape[axis], dtype=self.torch.int64)
+        return index.to(self.device).reshape(view)
+
+    def index_sum(self, words: Any, axis: int) -> Any:
+        return self.torch.sum(words, dim=axis, keepdim=True)
+
     def residues_of(self, hashed: Any, m: int, nonzero: bool) -> Any:
         r = hashed % (m - 1) + 1 if nonzero else hashed % m
         return r.to(self.torch.float64)

@@ -14,6 +14,9 @@ original and from every mutant kept before. Operators:
 - ``swap``: operands of a non-commutative op exchanged;
 - ``kind``: an element-wise unary op replaced by another of its level (the
   wrong activation: ``gelu`` for ``relu``, ``sigmoid`` for ``silu``, ...);
+- ``reduce``: a reduction replaced by the other one (a maximum for a sum, a
+  sum for a maximum: softmax's normaliser or shift taken wrongly), or taken
+  over another dim of the same size;
 - ``drop``: an op bypassed, its operand used in its place (dropped
   normalisation, missing exp, missing accumulation, ...);
 - ``double`` / ``factor`` / ``term``: a result scaled by two, multiplied by its
@@ -214,6 +217,27 @@ def _kind_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
         yield f"kind -> {other}", edit
 
 
+def _reduction_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
+    """``reduce_sum`` <-> ``reduce_max`` on the same dim, and either over
+    another dim when the result keeps its type."""
+    kind = getattr(op, "KIND", None)
+    if kind not in t.REDUCE_KINDS:
+        return
+    level = LEVELS[op.name.split(".")[0]]
+    dim = op.dim.value.data  # type: ignore[attr-defined]
+    other = "reduce_max" if kind == "reduce_sum" else "reduce_sum"
+    cls = level.ReduceMaxOp if other == "reduce_max" else level.ReduceSumOp
+
+    def swap(clone: Operation) -> None:
+        Rewriter.replace_op(clone, cls(clone.operands[0], dim))
+
+    yield f"reduce -> {other}", swap
+    source = t.tensor_shape(op.operands[0])
+    for d in range(len(source)):
+        if d != dim and source[d] == source[dim]:
+            yield f"reduce dim {d}", _set_prop("dim", IntegerAttr(d, 64))
+
+
 def _unary_ops(name: str) -> dict[str, type[Operation]]:
     """The element-wise unary op classes of level ``name``, by ``KIND``."""
     return {
@@ -277,6 +301,7 @@ def _edits(op: Operation) -> Iterator[tuple[str, Edit]]:
         yield from _operand_edits(op)
         yield from _swap_edits(op)
         yield from _kind_edits(op)
+        yield from _reduction_edits(op)
         yield from _drop_edits(op)
         yield from _scale_edits(op)
 

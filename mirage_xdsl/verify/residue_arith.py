@@ -459,6 +459,32 @@ def keyed_hash(p_part: Any, q_part: Any, key: int) -> Any:
     return _shr(_mix(_mix(packed ^ key) + key), 11)
 
 
+def keyed_word(word: Any, key: int) -> Any:
+    """A keyed 53-bit hash of a 64-bit word (int64), as non-negative int64."""
+    return _shr(_mix(_mix(word ^ key) + key), 11)
+
+
+ROW_DIGEST_COLLISION = 2.0**-53
+"""Probability (random-oracle model) that two different rows get one digest."""
+_POSITION = 0x9E3779B97F4A7C15 - (1 << 64)
+"""The golden-ratio increment of splitmix64, as an int64: spreads positions."""
+
+
+def row_digest(p_part: Any, q_part: Any, axis: int, key: int, arith: Any) -> Any:
+    """A keyed 53-bit digest of every row along ``axis`` (negative), as int64.
+
+    Each element's pair ``(x_p, x_q)`` is hashed with :func:`keyed_hash`, mixed
+    with its position in the row, and the row's words are added (wrapping, as
+    uint64): a function of the whole row in order, so two rows with different
+    residues anywhere get independent digests (a collision has probability
+    about ``2^-53`` under the random-oracle model). The row axis is kept with
+    size 1.
+    """
+    positions = arith.positions(tuple(p_part.shape), axis)
+    words = _mix(keyed_hash(p_part, q_part, key) ^ (positions * _POSITION))
+    return _shr(_mix(arith.index_sum(words, axis) ^ key), 11)
+
+
 class NumpyArithmetic:
     """The domain's array steps in numpy, on the CPU."""
 
@@ -484,6 +510,18 @@ class NumpyArithmetic:
         return x.astype(np.int64)
 
     power = staticmethod(power)
+
+    @staticmethod
+    def positions(shape: Sequence[int], axis: int) -> np.ndarray:
+        """Each element's index along ``axis``, as int64 of ``shape``'s rank."""
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return np.arange(shape[axis], dtype=np.int64).reshape(view)
+
+    @staticmethod
+    def index_sum(words: np.ndarray, axis: int) -> np.ndarray:
+        """Wrapping int64 sum over ``axis``, kept with size 1."""
+        return np.sum(words, axis=axis, keepdims=True, dtype=np.int64)
 
     @staticmethod
     def residues_of(hashed: np.ndarray, m: int, nonzero: bool) -> np.ndarray:

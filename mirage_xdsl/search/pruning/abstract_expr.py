@@ -57,8 +57,11 @@ UNARY_HEADS = (
     "tanh",
     "gelu",
     "gelu_erf",
+    "max",
 )
 """Uninterpreted unary heads: ``x ⊑ f(x)`` and nothing else is known of them.
+``max(x)`` is a row maximum (``reduce_max``); like a mean's count, the number
+of elements maxed over is dropped.
 ``neg`` is one too: constants are opaque variables (:func:`constant`), so
 ``-1 · x`` would be ``mul(x, const_m1_1)`` and cancel no better."""
 BINARY_HEADS = ("add", "mul", "div")
@@ -325,6 +328,27 @@ def reduce(x: Expr, shape: Shape, dim: int) -> Expr:
     return concat(cdim, list(zip(sizes, parts, strict=True)))
 
 
+def reduce_max(x: Expr, shape: Shape, dim: int) -> Expr:
+    """Maximum over ``dim``: ``max(x)``, pushed through pieces along other
+    dims. A row made of pieces along ``dim`` is ``max`` of the pieces added,
+    an over-approximation (it forgets their order), which only prunes less."""
+    dim = _neg(dim, len(shape))
+    if x.head != "concat":
+        return Expr("max", (x,))
+    cdim, sizes = x.param
+    if cdim == dim:
+        parts = pieces(x)
+        total = parts[0]
+        for p in parts[1:]:
+            total = add(total, p)
+        return Expr("max", (total,))
+    parts = [
+        reduce_max(a, _with_dim(shape, cdim, s), dim)
+        for s, a in zip(sizes, x.args, strict=True)
+    ]
+    return concat(cdim, list(zip(sizes, parts, strict=True)))
+
+
 def matmul(lhs: Expr, rhs: Expr, lshape: Shape, rshape: Shape) -> Expr:
     """``sum(k, mul(a, b))``, split along whichever dims are piecewise."""
     rank = len(lshape)
@@ -444,7 +468,7 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     **{
         head: _unary(unary_head(head))
         for head in UNARY_HEADS
-        if head not in ("exp", "sqrt", "silu")
+        if head not in ("exp", "sqrt", "silu", "max")
     },
     "square": lambda xs, shapes, attrs: pointwise(mul, [xs[0], xs[0]], shapes * 2),
     "mul_scalar": _scalar(mul),
@@ -456,6 +480,7 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     ),
     "matmul": lambda xs, shapes, attrs: matmul(xs[0], xs[1], shapes[0], shapes[1]),
     "reduce_sum": lambda xs, shapes, attrs: reduce(xs[0], shapes[0], _dim(attrs)),
+    "reduce_max": lambda xs, shapes, attrs: reduce_max(xs[0], shapes[0], _dim(attrs)),
     "concat": lambda xs, shapes, attrs: concat_op(
         xs[0], xs[1], shapes[0], shapes[1], _dim(attrs)
     ),
@@ -476,7 +501,7 @@ def op_expr(
 ) -> Expr:
     """The abstract expression of an op of ``kind`` (a ``KIND`` of tensor_ops).
 
-    ``attrs`` carries ``dim`` for ``reduce_sum``/``concat``, ``scalar`` for
+    ``attrs`` carries ``dim`` for ``reduce_sum``/``reduce_max``/``concat``, ``scalar`` for
     ``mul_scalar``/``add_scalar``, ``eps`` (optional) for ``rms_norm``, and
     ``reduction``, ``forloop`` (and optionally ``loop_invariant``) for
     ``forloop_accum``. ``input``/``output`` are the block iterators.
