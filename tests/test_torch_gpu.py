@@ -98,3 +98,25 @@ def test_finite_field_on_cuda_is_bit_identical_to_numpy() -> None:
             want, got = outputs(module, NUMPY), outputs(module, cuda)
             assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
         assert equivalent(WORKLOADS[workload].module(8), build(8), arith=cuda)
+
+
+def test_softmax_attention_at_natural_scale_runs_on_cuda_tensors() -> None:
+    """``torch.softmax`` captures as the safe form (row maximum subtracted), so
+    torch.randn inputs, unshrunk, give Q·K logits that overflow exp() in fp16
+    without the shift, and the result still matches torch in fp32."""
+
+    def attention(q, k, v):  # K given as [heads, d, keys]
+        return torch.softmax(q @ k, dim=-1) @ v
+
+    def inputs(seed: int) -> list[torch.Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        shapes = [(2, 64, 64), (2, 64, 256), (2, 256, 64)]
+        return [torch.randn(s, generator=gen).half().cuda() for s in shapes]
+
+    fn = superoptimize(attention, inputs(0), **SEARCH)
+    xs = inputs(1)
+    logits = xs[0].float() @ xs[1].float()
+    assert torch.isinf(logits.half().exp()).any()  # the plain form would overflow
+    out, ref = fn(*xs), attention(*[x.float() for x in xs])
+    assert not torch.isnan(out).any()
+    assert _rel_l2(out, ref) < 2e-2
