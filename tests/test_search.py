@@ -409,3 +409,21 @@ def test_safe_attention_fuses_its_softmax() -> None:
     found = ModuleOp([outcome.function.clone()])
     assert equivalent(program, found).equivalent
     assert equivalent(attention_module(2, 16, 64, 16, safe=False), found).equivalent
+
+
+def _blas_threads_after_limit() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    from mirage_xdsl.search.superoptimizer import one_blas_thread
+
+    one_blas_thread()
+    return [lib["num_threads"] for lib in threadpool_info()]
+
+
+def test_search_workers_keep_numpy_to_one_thread() -> None:
+    """One worker per core, each with one BLAS thread: not a core's worth each."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        threads = pool.apply(_blas_threads_after_limit)
+    assert threads and all(n == 1 for n in threads)
