@@ -173,3 +173,26 @@ def test_bench_measured_report_and_files(tmp_path) -> None:
     bench_measured.write(rows, str(tmp_path))
     saved = json.loads((tmp_path / "bench_measured.json").read_text())
     assert saved["rows"] == rows and saved["spearman"] == pytest.approx(1.0)
+
+
+def test_size_sweep_variants_are_valid_and_change_one_kernel() -> None:
+    import sweep_sizes
+
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
+    from mirage_xdsl.search.ugraph import from_function, to_module
+
+    path = ROOT / "examples" / "rmsnorm_linear_splitk.mlir"
+    module = parse(make_context(), path.read_text(), str(path))
+    original = from_function(next(iter(module.ops)))
+    found = sweep_sizes.variants(original, 12)
+    assert 0 < len(found) <= 12
+    assert len({cand for _, cand in found}) == len(found)
+    for _, cand in found:
+        to_module(cand)  # verifies
+        changed = [
+            k
+            for k, (a, b) in enumerate(zip(cand.ops, original.ops, strict=True))
+            if a != b
+        ]
+        assert len(changed) == 1
