@@ -542,9 +542,9 @@ def distinct(ranked: list[Candidate]) -> list[Candidate]:
 
 MEASURED_SLACK = 2.0
 """When a GPU decides, candidates the cost model puts up to this many times the
-input's cost are still timed: the model misjudges a kernel boundary by about
-that much (a split-K or FlashDecoding pair it costs above the input runs
-faster than the input on the H100), and the input is always timed beside
+input's cost are still timed: within one program its ratios are off by about
+that much (qknorm_gqa's one-kernel forms, costed at 0.8 of the input, took
+twice the input's time on the H100), and the input is always timed beside
 them, so a candidate slower than the input is never chosen."""
 
 PER_KERNEL_COUNT = 2
