@@ -41,6 +41,12 @@ def activation_module(fused: bool = False) -> ModuleOp:
     bg.new_output(_mix(bg, bg.matmul(bx, bw)), (0, -1, -1))
     (out,) = g.customized([x, w], bg)
     g.mark_output(out)
+    return finished(g, fused)
+
+
+def finished(g: KernelGraph, fused: bool) -> ModuleOp:
+    """``g``'s verified module, its block ops fused into thread graphs when
+    ``fused`` (the form the lowering sees after ``fuse-thread-graphs``)."""
     module = g.module()
     if fused:
         FuseThreadGraphsPass().apply(make_context(), module)

@@ -18,6 +18,7 @@ than a warp (the CUDA lowering then gives each row to one thread).
 from __future__ import annotations
 
 import numpy as np
+from activation_program import finished
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
@@ -27,8 +28,6 @@ from mirage_xdsl.ir.builder import (
     new_kernel_graph,
     new_threadblock_graph,
 )
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
 
 def _softmax(g: KernelGraph | BlockGraph, x: SSAValue, dim: int, safe: bool):
@@ -57,11 +56,7 @@ def blocked_softmax_module(
     bg.new_output(_softmax(bg, bx, len(shape) - 1, True), (0, -1, -1))
     (out,) = g.customized([x], bg)
     g.mark_output(out)
-    module = g.module()
-    if fused:
-        FuseThreadGraphsPass().apply(make_context(), module)
-    module.verify()
-    return module
+    return finished(g, fused)
 
 
 def attention_module(

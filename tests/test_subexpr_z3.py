@@ -9,17 +9,14 @@ small random targets and the workloads run under ``-m slow``.
 
 from __future__ import annotations
 
-import random
 from functools import cache
 
 import pytest
 from test_subexpr_agreement import TARGET_SETS
-from test_subexpr_egraph import GQA, KNOWN
+from test_subexpr_egraph import GQA, KNOWN, agrees_with_fast_path
 
 from mirage_xdsl.search.pruning.abstract_expr import Expr
-from mirage_xdsl.search.pruning.expr_corpus import query_corpus
 from mirage_xdsl.search.pruning.subexpr_egraph import EGraphSubexpr
-from mirage_xdsl.search.pruning.subexpr_oracle import SubexprOracle
 from mirage_xdsl.search.pruning.subexpr_z3 import Z3GroundSubexpr
 
 P = Expr.parse
@@ -44,22 +41,11 @@ def test_a_bound_gives_unknown_never_no():
 
 
 def _check(name: str, ts: list[Expr], count: int, must_close: bool = True) -> None:
-    rng = random.Random(name)
-    oracle = SubexprOracle(ts, use_fallback=False)
     ground = Z3GroundSubexpr(ts)
-    egraph = EGraphSubexpr(ts)
     if not must_close and not ground.targets.closed:
         pytest.skip(f"{name}: the targets do not close within the ground bounds")
     assert ground.targets.closed, name
-    for query, by_construction in query_corpus(ts, rng, count):
-        verdict = ground.decide(query)
-        assert verdict is not None, str(query)
-        if by_construction:
-            assert verdict is True, str(query)
-        fast = oracle.fast_is_subexpr(query)
-        if fast is not None:
-            assert fast == verdict, str(query)
-        assert egraph.decide(query) == verdict, str(query)
+    agrees_with_fast_path(ground.decide, name, ts, count, EGraphSubexpr(ts).decide)
 
 
 RANDOM_SETS = [(n, ts) for n, ts in TARGET_SETS if n.startswith("random")]
