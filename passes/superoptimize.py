@@ -12,7 +12,9 @@ Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``max-kernels``, ``griddims``/``blockdims``/``imaps``/``omaps`` (e.g.
 ``"2x16x1;2x16x4"``), ``fmaps``/``franges`` (e.g. ``"1,4,8"``),
 ``cache-dir`` (``none`` disables the cache), ``jobs`` (0: all cores),
-``no-prune`` (measure what pruning buys), ``chain``, ``trials``,
+``no-prune`` (measure what pruning buys), ``no-bound`` (keep the deeper
+prefixes that cannot beat the best µGraph found, to measure what the cost
+bound buys), ``chain``, ``trials``,
 ``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
 its µGraph template, for ``apply-mirage-rewrites``), ``measure``: ``auto``
 (the default: ``gpu`` when a GPU, torch and cuda-python are there, else
@@ -58,6 +60,7 @@ class Superoptimize(ModulePass):
     cache_dir: str = ""
     jobs: int = 0
     no_prune: bool = False
+    no_bound: bool = False
     chain: str = "partial"
     trials: int = 0
     emit_rewrites: str = ""
@@ -92,6 +95,7 @@ class Superoptimize(ModulePass):
                 franges=parse_ints(self.franges, "franges"),
                 jobs=self.jobs,
                 prune=not self.no_prune,
+                bound=not self.no_bound,
                 chain=self.chain,
                 trials=self.trials,
                 measure_top=self.measure_top,

@@ -1,8 +1,10 @@
 """Benchmark the superoptimizer on every workload at full shapes.
 
 For each workload (and batch size) prints: seconds, graphs explored, pruned by
-abstract expression, complete candidates, verified, kernels before/after and
-the cost model's speed-up. With ``--no-prune`` each workload is searched again
+abstract expression, tasks per kernel depth (the size of the space each depth
+searches), deeper prefixes and tasks cut by the cost bound, complete
+candidates, verified, kernels before/after and the cost model's speed-up.
+``--no-bound`` keeps what the bound would cut. With ``--no-prune`` each workload is searched again
 with abstract-expression pruning off, under a time budget, to show what
 pruning buys (graphs explored per second of useful work, and whether the
 answer is reached at all).
@@ -25,8 +27,8 @@ from mirage_xdsl.workloads import WORKLOADS
 
 HEADER = (
     f"{'workload':<18}{'b':>2} {'deep':>4} {'prune':>5} {'seconds':>8} {'explored':>10} "
-    f"{'pruned':>9} {'complete':>8} {'verified':>8} {'kernels':>8} {'speed-up':>8}"
-    f"  status"
+    f"{'pruned':>9} {'tasks per depth':>16} {'bounded':>14} {'complete':>8} "
+    f"{'verified':>8} {'kernels':>8} {'speed-up':>8}  status"
 )
 
 
@@ -35,7 +37,9 @@ def row(name: str, batch: int, prune: bool, report, seconds: float, deep: int) -
     kernels = f"{report.kernels_before}->{report.kernels_after}"
     return (
         f"{name:<18}{batch:>2} {deep:>4} {'on' if prune else 'off':>5} {seconds:>8.1f} "
-        f"{report.explored:>10} {report.pruned:>9} {report.complete:>8} "
+        f"{report.explored:>10} {report.pruned:>9} "
+        f"{'/'.join(map(str, report.tasks)):>16} "
+        f"{f'{report.bounded}/{report.skipped}':>14} {report.complete:>8} "
         f"{report.verified:>8} {kernels:>8} {speedup:>7.2f}x"
         f"  {report.stopped or 'complete'}"
     )
@@ -56,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=0)
     parser.add_argument("--max-kernels", type=int, default=2)
     parser.add_argument("--no-prune", action="store_true", help="also search unpruned")
+    parser.add_argument(
+        "--no-bound",
+        action="store_true",
+        help="keep deeper prefixes that cannot beat the best found (the space "
+        "the cost bound saves)",
+    )
     parser.add_argument("--no-prune-budget", type=float, default=120.0)
     parser.add_argument(
         "--prune-comparison-only",
@@ -68,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         for batch in args.batch:
             if not (args.no_prune and args.prune_comparison_only):
                 options = SearchOptions(
-                    budget=args.budget, jobs=args.jobs, max_kernels=args.max_kernels
+                    budget=args.budget,
+                    jobs=args.jobs,
+                    max_kernels=args.max_kernels,
+                    bound=not args.no_bound,
                 )
                 report, seconds = run(name, batch, options)
                 print(

@@ -80,6 +80,13 @@ class Task:
     alternates: tuple[Prefix, ...] = ()
     """Other prefixes with the prefix's :meth:`Generator.signature`: whatever
     extends the prefix extends them too, so the extension is searched once."""
+    cost: float = 0.0
+    """The least the kernels of the prefix (or of an alternate) cost at full
+    shapes (``bound.py``): with one more kernel, what any completion costs
+    at least."""
+    next_kernel: float | None = None
+    """The least the item's own kernel costs (``bound.py``); None: any
+    kernel's floor."""
 
 
 @dataclass
@@ -144,6 +151,9 @@ class Generator:
             Tensor(_shape(v), self.axes.labels[v], self.pruner.arg_expr(v))
             for v in outputs
         ]
+        self.arg_names = frozenset(
+            name for t in self.args if t.expr is not None for name in t.expr.variables()
+        )
         self.target_values = _run_library(self.program, values)
         self._states: dict[Prefix, State | None] = {
             Prefix(): State(list(self.args), values)
@@ -244,15 +254,47 @@ class Generator:
 
     # -- what can come next ---------------------------------------------------
 
-    def items(self, prefix: Prefix) -> list[Layout | KernelOp]:
-        """Layouts and library ops that may extend a prefix (deterministic)."""
+    def items(self, prefix: Prefix, final: bool = False) -> list[Layout | KernelOp]:
+        """Layouts and library ops that may extend a prefix, each reading every
+        tensor the prefix left unused (deterministic). A last kernel must also
+        see every argument the outputs still missing depend on."""
         state = self.state(prefix)
         if state is None:
             return []
         dangling = self._dangling(prefix, state)
-        out: list[Layout | KernelOp] = list(self._library_items(state))
+        needed = self._needed(state) if final else frozenset()
+        out: list[Layout | KernelOp] = [
+            op for op in self._library_items(state) if dangling <= set(op.operands)
+        ]
         out += [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
-        return out
+        return [item for item in out if self._sees(state, _sources(item), needed)]
+
+    def _needed(self, state: State) -> frozenset[str]:
+        """The arguments the targets no prefix tensor matches depend on, by
+        their abstract expressions (empty when an expression is unknown)."""
+        needed: frozenset[str] = frozenset()
+        for j, target in enumerate(self.targets):
+            if target.expr is None:
+                return frozenset()
+            if not any(
+                self._matches(state.tensors[v], state.values[v], j)
+                for v in range(len(self.args), len(state.tensors))
+            ):
+                needed |= target.expr.variables() & self.arg_names
+        return needed
+
+    def _sees(self, state: State, sources: Sequence[int], needed: frozenset) -> bool:
+        """Whether a kernel reading ``sources`` can depend on every needed
+        argument: a tensor depends on no argument its expression lacks."""
+        if not needed:
+            return True
+        seen: set[str] = set()
+        for v in sources:
+            expr = state.tensors[v].expr
+            if expr is None:
+                return True
+            seen |= expr.variables()
+        return needed <= seen
 
     def _dangling(self, prefix: Prefix, state: State) -> set[int]:
         used = {v for ops in prefix.operands for v in ops}
@@ -439,6 +481,10 @@ def rebased(task: Task, result: TaskResult) -> tuple[list[Plan], list[Prefix]]:
             for p in result.prefixes
         ]
     return plans, prefixes
+
+
+def _sources(item: Layout | KernelOp) -> tuple[int, ...]:
+    return item.sources if isinstance(item, Layout) else item.operands
 
 
 def _shape(value) -> tuple[int, ...]:

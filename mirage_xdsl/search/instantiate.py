@@ -36,6 +36,10 @@ from mirage_xdsl.search.ugraph import (
 )
 
 TILES = (128, 64, 32, 16)
+ROW_TILES = (8, 4, 2, 1)
+"""Extra tiles for a kernel without a for-loop or a matmul: its block holds
+every non-grid axis whole (a row-wise softmax or norm over a 4096-wide
+row), so only a few rows fit in shared memory at once."""
 SMALL_AXIS = 16
 MAX_BLOCKS = 16384
 
@@ -51,10 +55,11 @@ def label_size(label: L.Label, axis_sizes: dict[L.Label, int]) -> int | None:
     return None
 
 
-def _grid_splits(n: int) -> list[int]:
+def _grid_splits(n: int, whole_rows: bool = False) -> list[int]:
     if n <= SMALL_AXIS:
         return [n]
-    return [n // t for t in TILES if n % t == 0 and n // t >= 2]
+    tiles = TILES + ROW_TILES if whole_rows else TILES
+    return [n // t for t in tiles if n % t == 0 and n // t >= 2]
 
 
 def _shared_splits(n: int, grid: int) -> list[int]:
@@ -78,8 +83,11 @@ def size_choices(
     sources: Sequence[Tensor],
     axis_sizes: dict[L.Label, int],
     options: SearchOptions,
+    matmul: bool = False,
 ) -> list[Sizes]:
-    """Every (grid, forloop) the layout may use, best-guess first."""
+    """Every (grid, forloop) the layout may use, best-guess first. A block
+    graph with a ``matmul`` keeps tiles of 16 or more on split axes (what
+    tensor cores need); only one without gets :data:`ROW_TILES`."""
     per_token: list[list[tuple[int, int]]] = []
     loop = layout.loop
     for token in layout.grid:
@@ -88,7 +96,8 @@ def size_choices(
             g_options = [g for g in (2, 4, 8, 16, 32, 64) if n % g == 0]
             per_token.append([(g, r) for g in g_options for r in _shared_splits(n, g)])
         else:
-            per_token.append([(g, 0) for g in _grid_splits(n)])
+            whole_rows = loop is None and not matmul
+            per_token.append([(g, 0) for g in _grid_splits(n, whole_rows)])
     if loop is None:
         loop_options = [1]
     elif loop in layout.grid:
@@ -204,7 +213,8 @@ def _concretize(
         yield step, [Tensor(shape, all_labels[first_result], None)]
         return
     sources = [tensors[v] for v in operands]
-    for sizes in size_choices(step.layout, sources, axis_sizes, options):
+    matmul = any(op.kind == "matmul" for op in step.ops)
+    for sizes in size_choices(step.layout, sources, axis_sizes, options, matmul):
         graph = BlockGraph(
             sizes.grid, sizes.forloop, step.inputs, step.ops, step.outputs
         )

@@ -36,6 +36,9 @@ class SearchOptions:
     """Worker processes; 0 means one per core."""
     prune: bool = True
     """Abstract-expression pruning (off only to measure what it buys)."""
+    bound: bool = True
+    """Drop deeper prefixes that cannot beat the best µGraph already found by
+    the cost model (``bound.py``; off only to measure what it buys)."""
     chain: str = "partial"
     """Which customized kernels may feed another: 'partial' (only split sums,
     as in split-K and FlashDecoding) or 'all'."""

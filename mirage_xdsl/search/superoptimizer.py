@@ -14,7 +14,9 @@
 
 Results are processed in task order and ties broken by program text, so the
 answer does not depend on the number of workers (when the search finishes
-within its budget). SIGINT and SIGTERM stop the search (a second one
+within its budget). Which tasks the cost bound skips does depend on when
+cheaper candidates arrive, but a skipped task could only have produced
+candidates above the limit, so the pick stays the same (``bound.py``). SIGINT and SIGTERM stop the search (a second one
 aborts), and so does a worker process that dies: what was found so far is
 verified and returned, and nothing is written to the cache. The cache itself
 is written atomically (``cache.py``), so a process killed at any point leaves
@@ -23,6 +25,7 @@ it readable.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import multiprocessing.pool as mp_pool
 import os
@@ -41,6 +44,12 @@ from xdsl.dialects.builtin import ModuleOp
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
 from mirage_xdsl.search.block_search import Layout, Stats
+from mirage_xdsl.search.bound import (
+    kernel_bound,
+    kernel_floor,
+    prefix_cost,
+    promising,
+)
 from mirage_xdsl.search.cache import Cache, default_dir
 from mirage_xdsl.search.canonical import program_key
 from mirage_xdsl.search.generator import Generator, Prefix, Task, rebased
@@ -50,6 +59,10 @@ from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
+
+Limit = Any
+"""A shared ``multiprocessing.Value('d')``: what a task's prefix plus one
+kernel must cost less than (the best screened candidate times the slack)."""
 
 Measure = Callable[[ModuleOp], float]
 """Seconds one run of a module takes on the device (lower is better). A
@@ -85,6 +98,16 @@ class Report:
     screened: int = 0
     verified: int = 0
     rejected: int = 0
+    tasks: list[int] = field(default_factory=list)
+    """Tasks (a prefix and a layout or library op) per kernel depth: the size
+    of the space each depth searches."""
+    bounded: int = 0
+    """Deeper prefixes dropped because no completion could beat the best
+    µGraph already found (``bound.py``)."""
+    skipped: int = 0
+    """Tasks not run because their prefix's cost plus the least their own
+    kernel costs reached the limit (``bound.py``): when the tasks were made,
+    or when a worker came to them after a cheaper µGraph was found."""
     input_cost: float = 0.0
     best_cost: float = 0.0
     kernels_before: int = 0
@@ -107,12 +130,20 @@ class Report:
         cached = " (cached)" if self.cached else ""
         return (
             f"superoptimize @{self.function}{cached}: {self.explored} graphs explored, "
-            f"{self.pruned} pruned by abstract expression, "
+            f"{self.pruned} pruned by abstract expression, {self.bound_summary()}"
             f"{self.complete} complete, {self.screened} passed screening, "
             f"{self.verified} verified ({self.verifier or 'none'}); "
             f"kernels {self.kernels_before} -> {self.kernels_after}; "
             f"cost {self.input_cost * 1e6:.1f} us -> {self.best_cost * 1e6:.1f} us "
             f"({speedup:.2f}x){self.measured_summary()}; {self.seconds:.1f} s{status}"
+        )
+
+    def bound_summary(self) -> str:
+        if not (self.bounded or self.skipped):
+            return ""
+        return (
+            f"{self.bounded} deeper prefixes and {self.skipped} tasks "
+            "cut by the cost bound, "
         )
 
     def measured_summary(self) -> str:
@@ -145,7 +176,7 @@ class Outcome:
 class Worker:
     """Everything a process needs to run tasks, rebuilt from program text."""
 
-    def __init__(self, text: str, options: SearchOptions):
+    def __init__(self, text: str, options: SearchOptions, limit: Limit | None = None):
         from mirage_xdsl.ir.context import make_context
         from mirage_xdsl.ir.diagnostics import parse
         from mirage_xdsl.semantics.inputs import random_inputs
@@ -155,6 +186,7 @@ class Worker:
             op for op in self.module.ops if isinstance(op, func.FuncOp)
         )
         self.options = options
+        self.limit = limit
         self.generator = Generator(self.function, options)
         g = self.generator
         self.full_args = [
@@ -181,6 +213,10 @@ class Worker:
             return False
 
     def run(self, task: Task, deadline: float):
+        if self.limit is not None and not promising(
+            task.cost, self.limit.value, task.next_kernel
+        ):
+            return [], [], Stats(), True
         result = self.generator.run(task, deadline)
         plans, prefixes = rebased(task, result)
         g = self.generator
@@ -200,7 +236,11 @@ class Worker:
                 found += [
                     Candidate(cost, ug, screened) for cost, ug in size_variants(best)
                 ]
-        return found, prefixes, result.stats
+        return found, prefixes, result.stats, False
+
+    def prefix_cost(self, prefix: Prefix) -> float:
+        g = self.generator
+        return prefix_cost(g, prefix, self.full_args, self.options, self.finish)
 
 
 def size_variants(
@@ -243,13 +283,13 @@ def one_blas_thread() -> None:
     threadpool_limits(1)
 
 
-def _init_worker(text: str, options: SearchOptions) -> None:
+def _init_worker(text: str, options: SearchOptions, limit: Limit | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _exit_with_parent(os.getppid())
     one_blas_thread()
     global _WORKER
-    _WORKER = Worker(text, options)
+    _WORKER = Worker(text, options, limit)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -268,6 +308,11 @@ def _exit_with_parent(parent: int) -> None:
 def _run_chunk(chunk: list[tuple[Task, float]]) -> list:
     assert _WORKER is not None
     return [_WORKER.run(*args) for args in chunk]
+
+
+def _cost_chunk(chunk: list[Prefix]) -> list[float]:
+    assert _WORKER is not None
+    return [_WORKER.prefix_cost(p) for p in chunk]
 
 
 # --- main side -----------------------------------------------------------------
@@ -300,9 +345,17 @@ def _signals(stop: _Stop) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _tasks(generator: Generator, frontier: list[Prefix], final: bool) -> list[Task]:
+def _tasks(
+    generator: Generator,
+    frontier: list[Prefix],
+    final: bool,
+    costs: dict[Prefix, float] | None = None,
+    limit: float = math.inf,
+) -> list[Task | None]:
     """One task per distinct prefix (by signature) and item; the prefixes
-    that share a signature ride along as the task's alternates."""
+    that share a signature ride along as the task's alternates, and the task
+    carries the least of their costs and the least its kernel can cost.
+    A task that cannot get under ``limit`` is None (counted, not run)."""
     groups: dict[tuple, list[Prefix]] = {}
     for p in frontier:
         sig = generator.signature(p)
@@ -310,11 +363,17 @@ def _tasks(generator: Generator, frontier: list[Prefix], final: bool) -> list[Ta
             groups.setdefault(sig, []).append(p)
     ranked = []
     for g, (first, *rest) in enumerate(groups.values()):
-        items = sorted(generator.items(first), key=_combines_first)
-        ranked += [
-            ((_combines_first(item), i, g), Task(first, item, final, tuple(rest)))
-            for i, item in enumerate(items)
-        ]
+        items = sorted(generator.items(first, final), key=_combines_first)
+        cost = min((costs or {}).get(p, 0.0) for p in (first, *rest))
+        for i, item in enumerate(items):
+            task = None
+            if costs is not None:
+                bound = kernel_bound(generator, item)
+                if promising(cost, limit, bound):
+                    task = Task(first, item, final, tuple(rest), cost, bound)
+            else:
+                task = Task(first, item, final, tuple(rest))
+            ranked.append(((_combines_first(item), i, g), task))
     ranked.sort(key=lambda x: x[0])
     return [task for _, task in ranked]
 
@@ -346,10 +405,16 @@ class _Workers:
     main process checks the processes it started instead.
     """
 
-    def __init__(self, count: int, text: str, options: SearchOptions):
+    def __init__(
+        self,
+        count: int,
+        text: str,
+        options: SearchOptions,
+        limit: Limit | None = None,
+    ):
         before = set(multiprocessing.active_children())
         ctx = multiprocessing.get_context("fork")
-        self.pool = ctx.Pool(count, _init_worker, (text, options))
+        self.pool = ctx.Pool(count, _init_worker, (text, options, limit))
         self.processes = set(multiprocessing.active_children()) - before
 
     def dead(self) -> str:
@@ -363,10 +428,16 @@ class _Workers:
                 return f"worker {p.pid} died ({how})"
         return ""
 
-    def results(self, args: list, stop: _Stop, deadline: float) -> Iterator:
+    def results(
+        self,
+        args: list,
+        stop: _Stop,
+        deadline: float,
+        run: Callable[[list], list] = _run_chunk,
+    ) -> Iterator:
         """Task results in order, until done, stopped, out of budget or broken."""
         chunks = [args[i : i + CHUNK] for i in range(0, len(args), CHUNK)]
-        it = self.pool.imap(_run_chunk, chunks)
+        it = self.pool.imap(run, chunks)
         for _ in chunks:
             chunk = self._wait(it, stop, deadline)
             if chunk is None:
@@ -422,16 +493,36 @@ def _search(
     stop: _Stop,
     progress: Progress,
     report: Report,
+    slack: float = 1.0,
 ) -> list[Candidate]:
-    local = Worker(text, options)
+    """Complete candidates, one kernel deeper at a time; a deeper prefix is
+    kept only if it may cost under ``slack`` times the best found so far."""
+    # The bound the workers skip tasks by, lowered as candidates come in.
+    limit = multiprocessing.get_context("fork").Value("d", math.inf, lock=False)
+    local = Worker(text, options, limit if options.bound else None)
     workers = options.workers()
-    pool = _Workers(workers, text, options) if workers > 1 else None
+    pool = _Workers(workers, text, options, limit) if workers > 1 else None
     candidates: list[Candidate] = []
     frontier = [Prefix()]
+    costs_of: dict[Prefix, float] = {}
+
+    def costs(prefixes: list[Prefix]) -> list[float]:
+        if pool is None:
+            return [local.prefix_cost(p) for p in prefixes]
+        return list(pool.results(prefixes, stop, deadline, _cost_chunk))
+
     try:
         for depth in range(1, options.max_kernels + 1):
             final = depth == options.max_kernels
-            tasks = _tasks(local.generator, frontier, final)
+            if depth > 1 and options.bound:
+                costs_of = _bounded(frontier, depth, limit.value, costs, report)
+                frontier = list(costs_of)
+                if not frontier:
+                    break
+            tasks = _tasks(local.generator, frontier, final, costs_of, limit.value)
+            report.skipped += sum(not t for t in tasks)
+            tasks = [t for t in tasks if t]
+            report.tasks.append(len(tasks))
             frontier = []
             args = [(t, deadline) for t in tasks]
             results = (
@@ -439,9 +530,14 @@ def _search(
                 if pool
                 else (local.run(*a) for a in args)
             )
-            for done, (found, prefixes, stats) in enumerate(results, 1):
+            for done, (found, prefixes, stats, skipped) in enumerate(results, 1):
                 _count(report, stats)
+                report.skipped += skipped
                 candidates += found
+                if options.bound:
+                    limit.value = min(
+                        [limit.value, *(c.cost * slack for c in found if c.screened)]
+                    )
                 report.complete += len(found)
                 report.screened += sum(c.screened for c in found)
                 frontier += prefixes
@@ -461,6 +557,26 @@ def _search(
         if pool is not None:
             pool.close()
     return candidates
+
+
+def _bounded(
+    frontier: list[Prefix],
+    depth: int,
+    limit: float,
+    costs: Callable[[list[Prefix]], list[float]],
+    report: Report,
+) -> dict[Prefix, float]:
+    """The prefixes that may still lead under ``limit`` (the best complete
+    µGraph so far times the slack; ``bound.py``), with their costs; the
+    others are counted in the report. When ``depth`` kernels cannot get
+    under it whatever they are, no prefix is costed at all."""
+    kept: dict[Prefix, float] = {}
+    if depth * kernel_floor() < limit:
+        for p, cost in zip(frontier, costs(frontier), strict=False):
+            if promising(cost, limit):
+                kept[p] = cost
+    report.bounded += len(frontier) - len(kept)
+    return kept
 
 
 def _count(report: Report, stats: Stats) -> None:
@@ -714,8 +830,9 @@ def superoptimize_function(
     progress = progress or Progress()
     stop = _Stop()
     with _signals(stop):
+        slack = 1.0 if measure is None else MEASURED_SLACK
         candidates = _search(
-            text, options, start + options.budget, stop, progress, report
+            text, options, start + options.budget, stop, progress, report, slack
         )
         progress.close()
         best_cost, best = _pick(
