@@ -77,3 +77,20 @@ def test_costed_prefixes_lose_no_candidate_under_the_limit(monkeypatch) -> None:
     under = {repr(c.graph) for c in unbounded.candidates if c.cost < limit}
     assert under <= kept
     assert _text(bounded) == _text(unbounded)
+
+
+def test_last_kernel_must_see_every_argument_the_outputs_need() -> None:
+    """One kernel deep, the only kernels that can finish gqa read Q, K and V
+    (or tensors made from all three): the others are not searched."""
+    from mirage_xdsl.search.block_search import Layout
+    from mirage_xdsl.search.generator import Generator, Prefix
+
+    fn = entry_function(WORKLOADS["gqa"].module(1, 8))
+    gen = Generator(fn, SearchOptions())
+    every = gen.items(Prefix())
+    last = gen.items(Prefix(), final=True)
+    assert set(last) < set(every)
+    for item in set(every) - set(last):
+        sources = item.sources if isinstance(item, Layout) else item.operands
+        assert set(sources) != {0, 1, 2}
+    assert all(set(i.sources) == {0, 1, 2} for i in last if isinstance(i, Layout))
