@@ -13,10 +13,11 @@ means no completion can win by the cost model, and the prefix is dropped
 before its tasks are made. A task (a prefix and the layout or library op of
 its next kernel) is dropped likewise when the prefix's cost plus the least
 that kernel can cost (:func:`kernel_bound`) reaches the limit, and a worker
-skips it when a µGraph found meanwhile has lowered the limit that far. Without a measure this is exact: the search
-returns the same µGraph. With one, ``limit`` is the best cost times
-``MEASURED_SLACK`` (how far the model was measured to misrank), so
-candidates the device could still prefer are kept for timing.
+skips it when a µGraph found meanwhile has lowered the limit that far.
+Without a measure this is exact: the search returns the same µGraph. With
+one, ``limit`` is the best cost times ``MEASURED_SLACK`` (how far the model
+was measured to misrank), so candidates the device could still prefer are
+kept for timing.
 
 This is what keeps small programs from spending the whole budget on a
 second kernel depth: a residual add and RMSNorm over 8 × 4096 rows has 8,444
