@@ -4,10 +4,10 @@ For each workload (and batch size) prints: seconds, graphs explored, pruned by
 abstract expression, tasks per kernel depth (the size of the space each depth
 searches), deeper prefixes and tasks cut by the cost bound, complete
 candidates, verified, kernels before/after and the cost model's speed-up.
-``--no-bound`` keeps what the bound would cut. With ``--no-prune`` each workload is searched again
-with abstract-expression pruning off, under a time budget, to show what
-pruning buys (graphs explored per second of useful work, and whether the
-answer is reached at all).
+``--no-bound`` keeps what the bound would cut. With ``--no-prune`` each
+workload is searched again with abstract-expression pruning off, under a time
+budget, to show what pruning buys (graphs explored per second of useful work,
+and whether the answer is reached at all).
 
     python tools/bench_search.py                   # b=1, all workloads
     python tools/bench_search.py --batch 1 8 --no-prune --no-prune-budget 120
