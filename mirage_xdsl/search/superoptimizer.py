@@ -99,8 +99,9 @@ class Report:
     verified: int = 0
     rejected: int = 0
     tasks: list[int] = field(default_factory=list)
-    """Tasks (a prefix and a layout or library op) per kernel depth: the size
-    of the space each depth searches."""
+    """Tasks (a prefix and a layout or library op) made per kernel depth, once
+    the cost bound has dropped what it can when making them: the size of the
+    space each depth searches."""
     bounded: int = 0
     """Deeper prefixes dropped because no completion could beat the best
     µGraph already found (``bound.py``)."""
@@ -499,9 +500,10 @@ def _search(
     kept only if it may cost under ``slack`` times the best found so far."""
     # The bound the workers skip tasks by, lowered as candidates come in.
     limit = multiprocessing.get_context("fork").Value("d", math.inf, lock=False)
-    local = Worker(text, options, limit if options.bound else None)
+    shared = limit if options.bound else None
+    local = Worker(text, options, shared)
     workers = options.workers()
-    pool = _Workers(workers, text, options, limit) if workers > 1 else None
+    pool = _Workers(workers, text, options, shared) if workers > 1 else None
     candidates: list[Candidate] = []
     frontier = [Prefix()]
     costs_of: dict[Prefix, float] = {}
