@@ -155,14 +155,27 @@ def test_interrupt_exits_130() -> None:
 
 
 def wait_until_reading_stdin(pid: int, limit: float = 30.0) -> None:
-    """Until the driver has started and blocks on its (empty) input pipe."""
+    """Until the driver has started and blocks on its (empty) input pipe:
+    waiting on a pipe (``wchan``) in a call whose first argument is file
+    descriptor 0 (``syscall``), not on some other pipe while it starts up."""
     wchan = Path(f"/proc/{pid}/wchan")
+    syscall = Path(f"/proc/{pid}/syscall")
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if "pipe" in wchan.read_text():
+        if "pipe" in wchan.read_text() and _first_argument(syscall) in ("0x0", None):
             return
         time.sleep(0.05)
     raise AssertionError("mirage-opt never blocked on its input")
+
+
+def _first_argument(syscall: Path) -> str | None:
+    """The first argument of the call a process is blocked in (None where the
+    kernel does not say)."""
+    try:
+        fields = syscall.read_text().split()
+    except OSError:
+        return None
+    return fields[1] if len(fields) > 1 else None
 
 
 def test_help_lists_our_registries() -> None:
