@@ -269,18 +269,25 @@ class Generator:
         out += [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
         return [item for item in out if self._sees(state, _sources(item), needed)]
 
-    def _needed(self, state: State) -> frozenset[str]:
-        """The arguments the targets no prefix tensor matches depend on, by
-        their abstract expressions (empty when an expression is unknown)."""
-        needed: frozenset[str] = frozenset()
-        for j, target in enumerate(self.targets):
-            if target.expr is None:
-                return frozenset()
+    def _missing(self, state: State) -> list[int]:
+        """The targets no kernel tensor of the prefix matches yet."""
+        return [
+            j
+            for j in range(len(self.targets))
             if not any(
                 self._matches(state.tensors[v], state.values[v], j)
                 for v in range(len(self.args), len(state.tensors))
-            ):
-                needed |= target.expr.variables() & self.arg_names
+            )
+        ]
+
+    def _needed(self, state: State) -> frozenset[str]:
+        """The arguments the missing targets depend on, by their abstract
+        expressions (empty when an expression is unknown)."""
+        if any(t.expr is None for t in self.targets):
+            return frozenset()
+        needed: frozenset[str] = frozenset()
+        for j in self._missing(state):
+            needed |= self.targets[j].expr.variables() & self.arg_names
         return needed
 
     def _sees(self, state: State, sources: Sequence[int], needed: frozenset) -> bool:
@@ -380,14 +387,7 @@ class Generator:
         self, task: Task, state: State, saved: list[Saved]
     ) -> Iterator[tuple[Saved, ...]]:
         """Which classes a customized kernel should write out."""
-        missing = [
-            j
-            for j, _ in enumerate(self.targets)
-            if not any(
-                self._matches(state.tensors[v], state.values[v], j)
-                for v in range(len(self.args), len(state.tensors))
-            )
-        ]
+        missing = self._missing(state)
         per_target = [
             [s for s in saved if self._matches(s.tensor, s.value, j)] for j in missing
         ]

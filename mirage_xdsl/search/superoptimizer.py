@@ -16,8 +16,8 @@ Results are processed in task order and ties broken by program text, so the
 answer does not depend on the number of workers (when the search finishes
 within its budget). Which tasks the cost bound skips does depend on when
 cheaper candidates arrive, but a skipped task could only have produced
-candidates above the limit, so the pick stays the same (``bound.py``). SIGINT and SIGTERM stop the search (a second one
-aborts), and so does a worker process that dies: what was found so far is
+candidates above the limit, so the pick stays the same (``bound.py``).
+SIGINT and SIGTERM stop the search (a second one aborts), and so does a worker process that dies: what was found so far is
 verified and returned, and nothing is written to the cache. The cache itself
 is written atomically (``cache.py``), so a process killed at any point leaves
 it readable.
@@ -32,9 +32,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from threadpoolctl import threadpool_limits
@@ -350,7 +351,7 @@ def _tasks(
     generator: Generator,
     frontier: list[Prefix],
     final: bool,
-    costs: dict[Prefix, float] | None = None,
+    costs: Mapping[Prefix, float] = MappingProxyType({}),
     limit: float = math.inf,
 ) -> list[Task | None]:
     """One task per distinct prefix (by signature) and item; the prefixes
@@ -365,15 +366,14 @@ def _tasks(
     ranked = []
     for g, (first, *rest) in enumerate(groups.values()):
         items = sorted(generator.items(first, final), key=_combines_first)
-        cost = min((costs or {}).get(p, 0.0) for p in (first, *rest))
+        cost = min(costs.get(p, 0.0) for p in (first, *rest))
         for i, item in enumerate(items):
-            task = None
-            if costs is not None:
-                bound = kernel_bound(generator, item)
-                if promising(cost, limit, bound):
-                    task = Task(first, item, final, tuple(rest), cost, bound)
-            else:
-                task = Task(first, item, final, tuple(rest))
+            bound = kernel_bound(generator, item)
+            task = (
+                Task(first, item, final, tuple(rest), cost, bound)
+                if promising(cost, limit, bound)
+                else None
+            )
             ranked.append(((_combines_first(item), i, g), task))
     ranked.sort(key=lambda x: x[0])
     return [task for _, task in ranked]
@@ -604,7 +604,7 @@ def _pick(
         else max(options.verify_top, options.measure_top)
     )
     want = 1 if stop.reason else top  # a stop ends it early
-    ceiling = input_cost * (1.0 if measure is None else MEASURED_SLACK)
+    ceiling = input_cost * _slack(measure)
     ranked = [
         c
         for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
@@ -664,6 +664,13 @@ input's cost are still timed: within one program its ratios are off by about
 that much (qknorm_gqa's one-kernel forms, costed at 0.8 of the input, took
 twice the input's time on the H100), and the input is always timed beside
 them, so a candidate slower than the input is never chosen."""
+
+
+def _slack(measure: Measure | None) -> float:
+    """How far above the best (or the input) a candidate may cost and still
+    count: 1 when the cost model decides, MEASURED_SLACK when a GPU does."""
+    return 1.0 if measure is None else MEASURED_SLACK
+
 
 PER_KERNEL_COUNT = 2
 """Candidates of each kernel count moved to the front of the measured pool."""
@@ -832,9 +839,14 @@ def superoptimize_function(
     progress = progress or Progress()
     stop = _Stop()
     with _signals(stop):
-        slack = 1.0 if measure is None else MEASURED_SLACK
         candidates = _search(
-            text, options, start + options.budget, stop, progress, report, slack
+            text,
+            options,
+            start + options.budget,
+            stop,
+            progress,
+            report,
+            _slack(measure),
         )
         progress.close()
         best_cost, best = _pick(
