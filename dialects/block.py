@@ -339,6 +339,14 @@ class ConcatOp(t.ConcatBase):
 
 
 @irdl_op_definition
+class TransposeOp(t.TransposeBase):
+    """Swap of two dims of a tile (the lowering of ``kernel.transpose``)."""
+
+    name = "block.transpose"
+    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
+
+
+@irdl_op_definition
 class ThreadGraphOp(IRDLOperation):
     """A fused chain of element-wise ops run per thread on register values.
 
@@ -419,6 +427,7 @@ BlockDialect = Dialect(
         ReduceSumOp,
         ReduceMaxOp,
         ConcatOp,
+        TransposeOp,
         ThreadGraphOp,
     ],
     [],

@@ -154,6 +154,18 @@ class ReduceMaxOp(t.ReduceMaxBase):
     traits = traits_def(Pure())
 
 
+@irdl_op_definition
+class TransposeOp(t.TransposeBase):
+    name = "kernel.transpose"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ReshapeOp(t.ReshapeBase):
+    name = "kernel.reshape"
+    traits = traits_def(Pure())
+
+
 def dense_i64(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
 
@@ -279,6 +291,8 @@ Kernel = Dialect(
         RmsNormOp,
         ReduceSumOp,
         ReduceMaxOp,
+        TransposeOp,
+        ReshapeOp,
         CustomizedOp,
     ],
     [],

@@ -66,6 +66,30 @@ def reduce(shape: Sequence[int], dim: int) -> Shape:
     return tuple(1 if i == dim else s for i, s in enumerate(shape))
 
 
+def transpose(shape: Sequence[int], dim0: int, dim1: int) -> Shape:
+    """Result shape of swapping two distinct dims."""
+    for d in (dim0, dim1):
+        if not 0 <= d < len(shape):
+            raise ShapeError(f"transpose dim {d} out of range for rank {len(shape)}")
+    if dim0 == dim1:
+        raise ShapeError(f"transpose swaps two distinct dims, got {dim0} twice")
+    out = list(shape)
+    out[dim0], out[dim1] = out[dim1], out[dim0]
+    return tuple(out)
+
+
+def reshape(shape: Sequence[int], new: Sequence[int]) -> Shape:
+    """Result shape of a row-major reshape: the element count is kept."""
+    count, new_count = 1, 1
+    for s in shape:
+        count *= s
+    for s in new:
+        new_count *= s
+    if count != new_count:
+        raise ShapeError(f"reshape changes the element count ({count} to {new_count})")
+    return tuple(new)
+
+
 def concat(lhs: Sequence[int], rhs: Sequence[int], dim: int) -> Shape:
     """Result shape of concatenation along ``dim``; other dims must agree."""
     if len(lhs) != len(rhs):

@@ -280,6 +280,66 @@ class ConcatBase(TensorOp):
         )
 
 
+class TransposeBase(TensorOp):
+    """Swap of two dims: a layout change, not arithmetic.
+
+    Attention code swaps the sequence and head dims of its projections and
+    multiplies by the transpose of K; both are this op. Every element keeps its
+    value, so the verifier and the abstract expressions see through it.
+    """
+
+    KIND: ClassVar[str] = "transpose"
+
+    input = operand_def(TensorType)
+    dim0 = prop_def(IntegerAttr[I64])
+    dim1 = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input `dims` $dim0 `,` $dim1 attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, dim0: int, dim1: int):
+        input = SSAValue.get(input)
+        shape = shapes.transpose(tensor_shape(input), dim0, dim1)
+        super().__init__(
+            operands=[input],
+            properties={"dim0": IntegerAttr(dim0, 64), "dim1": IntegerAttr(dim1, 64)},
+            result_types=[result_type_like(input, shape)],
+        )
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """The two swapped dims, counted from the front."""
+        return (self.dim0.value.data, self.dim1.value.data)
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.transpose(tensor_shape(self.input), *self.dims)
+
+
+class ReshapeBase(TensorOp):
+    """Row-major reshape: the same elements in the same order, another shape.
+
+    Splitting ``[b, s, h * d]`` into heads ``[b, s, h, d]`` is one; in device
+    memory it moves nothing, so the lowering gives both sides one buffer.
+    """
+
+    KIND: ClassVar[str] = "reshape"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: tuple[int, ...]):
+        input = SSAValue.get(input)
+        new = shapes.reshape(tensor_shape(input), shape)
+        super().__init__(operands=[input], result_types=[result_type_like(input, new)])
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.reshape(tensor_shape(self.input), tensor_shape(self.result))
+
+
 class RmsNormBase(TensorOp):
     """RMSNorm over the last dim with unit weight: x / sqrt(mean(x^2) + eps).
 
@@ -376,6 +436,8 @@ ELEMENTWISE_UNARY_KINDS = ("exp", "silu", "sqrt", "square", *ACTIVATION_KINDS)
 UNARY_KINDS = (*ELEMENTWISE_UNARY_KINDS, "rms_norm")
 BINARY_KINDS = ("add", "mul", "div")
 SCALAR_KINDS = ("mul_scalar", "add_scalar")
+LAYOUT_KINDS = ("transpose", "reshape")
+"""Ops that move elements without computing: the search works between them."""
 REDUCE_KINDS = ("reduce_sum", "reduce_max")
 """Reductions over one ``dim`` kept with size 1 (:class:`ReductionOp`)."""
 """Element-wise ops with a float constant; each reads ``op.value``."""

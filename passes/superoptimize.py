@@ -15,7 +15,10 @@ Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``no-prune`` (measure what pruning buys), ``no-bound`` (keep the deeper
 prefixes that cannot beat the best µGraph found, to measure what the cost
 bound buys), ``chain``, ``trials``,
-``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
+``segment-ops`` (most arithmetic ops searched together: a function with
+layout ops, ``kernel.transpose`` and ``kernel.reshape``, or with more ops is
+cut into segments searched one by one, the layout ops kept between them; see
+``mirage_xdsl/search/partition.py``), ``emit-rewrites`` (a file to write each discovery to as a PDL pattern plus
 its µGraph template, for ``apply-mirage-rewrites``), ``measure``: ``auto``
 (the default: ``gpu`` when a GPU, torch and cuda-python are there, else
 ``none``), ``gpu`` (the input and the ``measure-top`` (default 8) cheapest
@@ -66,6 +69,7 @@ class Superoptimize(ModulePass):
     emit_rewrites: str = ""
     measure: str = "auto"
     measure_top: int = 8
+    segment_ops: int = 9
 
     def options(self) -> SearchOptions:
         try:
@@ -78,6 +82,7 @@ class Superoptimize(ModulePass):
                 ("max-ops", self.max_ops),
                 ("max-kernels", self.max_kernels),
                 ("measure-top", self.measure_top),
+                ("segment-ops", self.segment_ops),
             ):
                 if value <= 0:
                     raise ValueError(f"option '{what}' must be positive, got {value}")
@@ -99,6 +104,7 @@ class Superoptimize(ModulePass):
                 chain=self.chain,
                 trials=self.trials,
                 measure_top=self.measure_top,
+                segment_ops=self.segment_ops,
             )
         except ValueError as e:
             raise MirageError(f"superoptimize: error: {e}") from None

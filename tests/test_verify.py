@@ -284,3 +284,21 @@ def test_row_maxima_count_in_the_bound() -> None:
     both = trial_bound(safe, safe)
     assert both.sqrt_collisions >= ROW_DIGEST_COLLISION
     assert trial_bound(plain, plain).sqrt_collisions == 0.0
+
+
+def _heads(swap: tuple[int, int], twice: bool = False):
+    from mirage_xdsl.ir.builder import KernelGraph
+
+    g = KernelGraph("heads")
+    x = g.new_input((1, 8, 8, 8))
+    y = g.transpose(g.exp(x), *swap)
+    if twice:
+        y = g.transpose(g.transpose(y, 2, 3), 2, 3)
+    g.mark_output(g.reshape(y, (1, 8, 64)))
+    return g.module()
+
+
+def test_layout_ops_are_exact_and_a_wrong_swap_is_rejected() -> None:
+    assert equivalent(_heads((1, 2)), _heads((1, 2), twice=True))
+    assert not equivalent(_heads((1, 2)), _heads((2, 3)))
+    assert not equivalent(_heads((1, 2)), _heads((1, 3)))

@@ -289,6 +289,8 @@ class Graph:
             return self.emit(cls(a.value, dim), a.lo, a.hi, a.phase)
         if kind == "concat":
             return self.add_concat(cls)
+        if kind in ("transpose", "reshape"):
+            return self.add_layout(cls, kind)
         if kind == "forloop_accum":
             return self.add_accum(None)
         raise ValueError(f"no generator for '{kind}'")
@@ -341,6 +343,25 @@ class Graph:
         return self.emit(
             cls(a.value, b.value, dim), lo, hi, joint_phase(a.phase, b.phase)
         )
+
+    def add_layout(self, cls: type[Operation], kind: str) -> Val | None:
+        """A swap of two dims, or a reshape of the last two dims into the same
+        rank (``[.., a, b]`` to ``[.., 2a, b/2]`` or ``[.., a/2, 2b]``), so later
+        ops still meet operands of equal rank."""
+        a = self.pick(lambda v: len(v.shape) >= 2)
+        if a is None:
+            return None
+        rank = len(a.shape)
+        if kind == "transpose":
+            d0, d1 = (int(d) for d in self.rng.choice(rank, 2, replace=False))
+            return self.emit(cls(a.value, d0, d1), a.lo, a.hi, a.phase)
+        *lead, m, n = a.shape
+        options = [(2 * m, n // 2)] if n % 2 == 0 else []
+        options += [(m // 2, 2 * n)] if m % 2 == 0 else []
+        if not options:
+            return None
+        m2, n2 = options[int(self.rng.integers(len(options)))]
+        return self.emit(cls(a.value, (*lead, m2, n2)), a.lo, a.hi, a.phase)
 
     def add_accum(self, a: Val | None, reduction: str | None = None) -> Val | None:
         """``block.forloop_accum`` of ``a`` (or a random non-accumulated value)."""
@@ -425,8 +446,8 @@ def add_thread_graph(g: Graph) -> Val | None:
 BLOCK_MENU = (
     "matmul", "add", "mul", "div", "exp", "silu", "sqrt", "square",
     "relu", "sigmoid", "tanh", "gelu", "gelu_erf", "mul_scalar", "add_scalar",
-    "rms_norm", "reduce_sum", "reduce_max", "concat", "forloop_accum",
-    "forloop_accum",
+    "rms_norm", "reduce_sum", "reduce_max", "concat", "transpose",
+    "forloop_accum", "forloop_accum",
 )  # fmt: skip
 """Block-level kinds (``thread_graph`` is drawn separately, by its probability)."""
 

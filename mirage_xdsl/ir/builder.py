@@ -121,6 +121,10 @@ class _Builder:
         """Maximum over ``dim``, keeping it with size 1."""
         return self._add(self._op("ReduceMaxOp")(a, dim))
 
+    def transpose(self, a: SSAValue, dim0: int, dim1: int) -> SSAValue:
+        """``a`` with dims ``dim0`` and ``dim1`` swapped."""
+        return self._add(self._op("TransposeOp")(a, dim0, dim1))
+
 
 class KernelGraph(_Builder):
     """Builds a kernel-level program: one ``func.func`` of device tensors."""
@@ -131,6 +135,10 @@ class KernelGraph(_Builder):
         super().__init__()
         self.name = name
         self.outputs: list[SSAValue] = []
+
+    def reshape(self, a: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """``a`` in row-major order with another shape of as many elements."""
+        return self._add(kernel.ReshapeOp(a, tuple(shape)))
 
     def new_input(self, dims: Sequence[int], dtype: Attribute = float16) -> SSAValue:
         return self.block.insert_arg(

@@ -7,14 +7,16 @@ a module into the best verified µGraph found; see ``docs/search.md``.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, TextIO
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
 from mirage_xdsl.search.superoptimizer import (
     Measure,
     Outcome,
@@ -50,20 +52,59 @@ def superoptimize_module(
     log: TextIO | None = sys.stderr,
 ) -> list[Report]:
     """Rewrite each searchable function of ``module`` in place."""
-    reports = []
+    reports: list[Report] = []
     for fn in [op for op in module.ops if isinstance(op, func.FuncOp)]:
         if not searchable(fn):
             continue
-        outcome: Outcome = superoptimize_function(fn, options, measure, cache_dir)
-        new = outcome.function
+        if needs_partition(fn, options.segment_ops):
+            new = _by_segments(fn, options, measure, cache_dir, log, reports)
+        else:
+            outcome: Outcome = superoptimize_function(fn, options, measure, cache_dir)
+            new = outcome.function
+            if log is not None:
+                print(outcome.report.summary(), file=log)
+            reports.append(outcome.report)
         new.sym_name = fn.sym_name
         module.body.block.insert_op_before(new, fn)
         fn.detach()
         fn.erase()
+    return reports
+
+
+def _by_segments(
+    fn: func.FuncOp,
+    options: SearchOptions,
+    measure: Measure | None,
+    cache_dir: str | None,
+    log: TextIO | None,
+    reports: list[Report],
+) -> func.FuncOp:
+    """Search each segment of ``fn`` (``partition.py``) in turn, sharing the
+    budget: a segment gets the time left divided by the segments left."""
+    pieces = partition(fn, options.segment_ops)
+    segments = [p for p in pieces if isinstance(p, Segment)]
+    layouts = len(pieces) - len(segments)
+    if log is not None:
+        print(
+            f"superoptimize @{fn.sym_name.data}: {len(segments)} segment(s) "
+            f"searched one by one, {layouts} layout op(s) kept between them",
+            file=log,
+        )
+    deadline = time.monotonic() + options.budget
+    found = []
+    for i, segment in enumerate(segments):
+        share = max(deadline - time.monotonic(), 0.0) / (len(segments) - i)
+        outcome = superoptimize_function(
+            segment.function,
+            replace(options, budget=max(share, 1.0)),
+            measure,
+            cache_dir,
+        )
         if log is not None:
             print(outcome.report.summary(), file=log)
         reports.append(outcome.report)
-    return reports
+        found.append(outcome.function)
+    return stitch(fn, pieces, found)
 
 
 def superoptimize(

@@ -49,15 +49,18 @@ class SearchOptions:
     measure_top: int = 8
     """Verified candidates timed when a measure decides (the input besides)."""
     seed: int = 0
+    segment_ops: int = 9
+    """Most arithmetic ops searched together: a longer function, or one with
+    layout ops, is cut into segments searched one by one (``partition.py``)."""
 
     def workers(self) -> int:
         return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
 
     def key(self) -> dict[str, Any]:
         """What identifies a search result (budget and jobs do not change it
-        when the search completes)."""
+        when the search completes; a segment's text already shows the cut)."""
         out = asdict(self)
-        for volatile in ("budget", "jobs"):
+        for volatile in ("budget", "jobs", "segment_ops"):
             out.pop(volatile)
         return out
 

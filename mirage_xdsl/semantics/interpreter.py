@@ -85,6 +85,8 @@ def _tensor_op(
         return getattr(domain, kind)(args[0], op.value)  # type: ignore[attr-defined]
     if kind in t.UNARY_KINDS:
         return getattr(domain, kind)(args[0])
+    if kind in t.LAYOUT_KINDS:
+        return layout(op, args[0])
     rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]
     dim = op.dim.value.data - rank  # type: ignore[attr-defined]
     if kind == "reduce_sum":
@@ -94,6 +96,20 @@ def _tensor_op(
     if kind == "concat":
         return np.concatenate(_broadcast_except(args[0], args[1], dim), axis=dim)
     raise NotImplementedError(f"no semantics for '{op.name}'")
+
+
+def layout(op: t.TensorOp, x: Any) -> Any:
+    """A transpose or reshape, on an array or on fingerprint residues alike.
+
+    A transpose swaps its dims counted from the back, so a block-batched tile
+    (leading grid and iteration axes) swaps the same two; a reshape exists at
+    the kernel level only, where values are whole tensors.
+    """
+    shape = tuple(op.results[0].type.get_shape())  # type: ignore[attr-defined]
+    if op.KIND == "reshape":
+        return x.reshape(shape)
+    a, b = (d - len(shape) for d in op.dims)  # type: ignore[attr-defined]
+    return x.swapaxes(a, b)
 
 
 def _broadcast_except(

@@ -31,13 +31,17 @@ Semantics the kernel dialect fixes, and that capture therefore adopts:
   (``kernel.add_scalar``, of ``kernel.neg(x)`` for ``c - x``); ``c / x`` is
   refused;
 - reductions keep the reduced dim (``keepdim=True``) and element-wise operands
-  have equal ranks, because the dialect has no reshape or transpose.
+  have equal ranks, as the dialect's ops do;
+- ``F.scaled_dot_product_attention`` (no mask, no dropout) is
+  ``softmax(q k^T * scale) v`` with the safe softmax; grouped heads
+  (``enable_gqa``) stack each group's queries as rows.
 
-Module parameters and buffers are constants, so the shape changes the dialect
-lacks are applied to them once, at capture: a transposed, reshaped or expanded
-weight (``x @ W.T``, ``nn.Linear``'s ``[out, in]`` weight, a bias shaped to
-broadcast) becomes an input holding the changed copy. The same changes on a
-computed tensor are refused.
+Module parameters and buffers are constants, so shape changes of them are
+applied once, at capture: a transposed, reshaped or expanded weight
+(``x @ W.T``, ``nn.Linear``'s ``[out, in]`` weight, a bias shaped to
+broadcast) becomes an input holding the changed copy. On a computed tensor a
+view or reshape becomes ``kernel.reshape`` and a transpose or permute
+``kernel.transpose``; an expand is refused.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ value: an SSA value, or a :class:`Partial` piece of a fused op (see
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -188,31 +189,109 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     return c.graph.add(y, c.constant(bias.reshape((1,) * (rank - 1) + (-1,))))
 
 
-SAME_DATA = {
-    aten.view.default,
-    aten.reshape.default,
-    aten.expand.default,
-}
-"""Shape changes that, at an unchanged shape, leave every element in place."""
-
-
 def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
-    """A transpose, permute, reshape or expand of a parameter, applied to the
-    parameter at capture; the dialect has no such op for computed tensors."""
+    """A transpose, permute, reshape or expand of a parameter is applied to the
+    parameter at capture; of a computed tensor, it becomes layout ops
+    (:func:`layout_change`)."""
     tensor = _parameter(c, a)
-    if (
-        tensor is None
-        and node.target in SAME_DATA
-        and node_shape(node) == node_shape(a)
-    ):
+    if tensor is not None:
+        return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
+    if node_shape(node) == node_shape(a) and node.target not in SWAPS:
         return c.env[a]  # a view that changes nothing
-    if tensor is None:
+    return layout_change(c, node, a, *args)
+
+
+SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.default}
+"""Shape changes that move elements (the others keep the row-major order)."""
+
+
+def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
+    """``view``/``reshape``/``unsqueeze``/``flatten`` become ``kernel.reshape``;
+    ``transpose``, ``t`` and ``permute`` become ``kernel.transpose`` (a
+    permutation, one swap of two dims after another); ``expand`` of a computed
+    tensor is refused (the dialect broadcasts only inside element-wise ops)."""
+    x = c.value(a)
+    rank = len(node_shape(a))
+    if node.target in SWAPS:
+        if node.target == aten.permute.default:
+            order = [d % rank for d in args[0]]
+        else:
+            d0, d1 = (args[0], args[1]) if args else (0, rank - 1)
+            order = list(range(rank))
+            order[d0 % rank], order[d1 % rank] = order[d1 % rank], order[d0 % rank]
+        for i, j in swaps(order):
+            x = c.graph.transpose(x, i, j)
+        return x
+    if node.target == aten.expand.default:
         raise unsupported(
             node,
-            "a transpose or reshape of a computed tensor (the kernel dialect has "
-            "neither; only module parameters and buffers are changed, at capture)",
+            "an expand of a computed tensor (broadcast it by an element-wise op, "
+            "or pass grouped heads to scaled_dot_product_attention with "
+            "enable_gqa=True)",
         )
-    return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
+    return c.graph.reshape(x, node_shape(node))
+
+
+def swaps(order: Sequence[int]) -> list[tuple[int, int]]:
+    """Swaps of two dims that, applied in turn, permute dims into ``order``
+    (result dim ``i`` is source dim ``order[i]``): a selection sort."""
+    current = list(range(len(order)))
+    out = []
+    for i, want in enumerate(order):
+        j = current.index(want)
+        if j != i:
+            current[i], current[j] = current[j], current[i]
+            out.append((i, j))
+    return out
+
+
+def sdpa(
+    c: Converter,
+    node: fx.Node,
+    q: Any,
+    k: Any,
+    v: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Value:
+    """``F.scaled_dot_product_attention`` without mask or dropout:
+    ``softmax(q @ k^T * scale) @ v`` with the default scale ``1/sqrt(d)`` and
+    the safe softmax. Grouped heads (``enable_gqa``, ``h`` query heads over
+    ``g`` key heads) stack each group's queries as rows,
+    ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key
+    head serves its whole group."""
+    if attn_mask is not None or is_causal:
+        raise unsupported(node, "an attention mask or is_causal (no masking op)")
+    if dropout_p:
+        raise unsupported(node, f"dropout_p={dropout_p} (no random op)")
+    sq, sk, sv = node_shape(q), node_shape(k), node_shape(v)
+    if len(sq) < 3 or not len(sq) == len(sk) == len(sv):
+        raise unsupported(node, "query, key and value of different ranks, or < 3")
+    heads, kv_heads = sq[-3], sk[-3]
+    if heads != kv_heads and not (enable_gqa and heads % kv_heads == 0):
+        raise unsupported(
+            node,
+            f"{heads} query heads over {kv_heads} key heads "
+            "(grouped heads need enable_gqa=True and a whole number of groups)",
+        )
+    rows = (heads // kv_heads) * sq[-2]
+    query = c.value(q)
+    if heads != kv_heads:
+        query = c.graph.reshape(query, (*sq[:-3], kv_heads, rows, sq[-1]))
+    rank = len(sq)
+    scores = c.graph.matmul(query, c.graph.transpose(c.value(k), rank - 2, rank - 1))
+    scores = c.graph.mul_scalar(scores, scale if scale else 1.0 / math.sqrt(sq[-1]))
+    e = c.graph.exp(
+        c.graph.add(scores, c.graph.neg(c.graph.reduce_max(scores, rank - 1)))
+    )
+    out = c.graph.matmul(c.graph.div(e, c.graph.reduction(e, rank - 1)), c.value(v))
+    if heads != kv_heads:
+        out = c.graph.reshape(out, (*sq[:-1], sv[-1]))
+    return out
 
 
 def elementwise(kind: str) -> Rule:
@@ -464,7 +543,7 @@ def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Valu
     if node_meta(node).dtype != node_meta(a).dtype:
         raise unsupported(node, "a dtype conversion (mirage keeps one dtype)")
     if node_shape(node) != node_shape(a):
-        raise unsupported(node, "a shape change (the kernel dialect has no reshape)")
+        raise unsupported(node, "a copy that changes the shape")
     return c.env[a]
 
 
@@ -480,7 +559,10 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.view: shape_change,
     aten.reshape: shape_change,
     aten.unsqueeze: shape_change,
+    aten.flatten: shape_change,
+    aten._unsafe_view: shape_change,
     aten.expand: shape_change,
+    aten.scaled_dot_product_attention: sdpa,
     aten.add: add,
     aten.sub: sub,
     aten.rsub: rsub,

@@ -264,6 +264,28 @@ class _Walk:
         """``a + c``: a constant adds no degree, but the sum is no monomial."""
         return self.add(a, constant(a.shape), a.shape)
 
+    def layout(self, op: t.TensorOp, a: Deg, shape) -> Deg:
+        """Moving elements keeps every degree. A transpose swaps the axes its
+        facts hold along; after a reshape none is assumed to hold (a larger
+        common denominator, so a larger, still valid, bound)."""
+        if op.KIND == "reshape":
+            return replace(
+                a, shape=tuple(shape), den_fixed=frozenset(), atoms_fixed=frozenset()
+            )
+        n = len(shape)
+        i, j = (d - n for d in op.dims)  # type: ignore[attr-defined]
+        swap = {i: j, j: i}
+
+        def moved(axes: frozenset[int]) -> frozenset[int]:
+            return frozenset(swap.get(x, x) for x in axes)
+
+        return replace(
+            a,
+            shape=tuple(shape),
+            den_fixed=moved(a.den_fixed),
+            atoms_fixed=moved(a.atoms_fixed),
+        )
+
     # --- ops -----------------------------------------------------------------
 
     def tensor_op(self, op: t.TensorOp, args: list[Deg]) -> Deg:
@@ -292,6 +314,8 @@ class _Walk:
         if kind == "rms_norm":
             eps = op.eps_value  # type: ignore[attr-defined]
             return self.div(args[0], self.rms(args[0], -1, eps), shape)
+        if kind in t.LAYOUT_KINDS:
+            return self.layout(op, args[0], shape)
         dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
         if kind == "reduce_sum":
             return self.sum(args[0], dim)

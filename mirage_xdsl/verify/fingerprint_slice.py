@@ -107,9 +107,12 @@ RING_KINDS = frozenset(
         "neg",
         "mul_scalar",
         "add_scalar",
+        "transpose",
+        "reshape",
     }
 )
-"""Ops computed component by component, which can leave Z_p out."""
+"""Ops computed component by component (layouts move both alike), which can
+leave Z_p out."""
 
 
 def _reads(user: Operation, result_needs: frozenset[str]) -> frozenset[str]:

@@ -83,7 +83,7 @@ class Residues:
     """One fingerprint tensor: its residues mod p and, where needed, mod q.
 
     It behaves like an array for the interpreter's layout steps (``shape``,
-    ``reshape``, ``transpose``, indexing, ``np.broadcast_to`` and
+    ``reshape``, ``transpose``, ``swapaxes``, indexing, ``np.broadcast_to`` and
     ``np.concatenate``), applying each to both components. Values are never
     written in place once made.
     """
@@ -115,6 +115,16 @@ class Residues:
 
     def transpose(self, axes: Sequence[int]) -> Residues:
         return self._map(lambda x: self.arith.permute(x, list(axes)))
+
+    def swapaxes(self, a: int, b: int) -> Residues:
+        """Swap two (negative) axes; a component left out stays out."""
+
+        def swap(x: Any) -> Any:
+            axes = list(range(x.ndim))
+            axes[a], axes[b] = axes[b], axes[a]
+            return self.arith.permute(x, axes)
+
+        return self._map(swap)
 
     def __getitem__(self, index: Any) -> Residues:
         return self._map(lambda x: x[index])

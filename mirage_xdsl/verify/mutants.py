@@ -238,6 +238,25 @@ def _reduction_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
             yield f"reduce dim {d}", _set_prop("dim", IntegerAttr(d, 64))
 
 
+def _layout_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
+    """A transpose of another pair of dims, where the result keeps its type."""
+    if getattr(op, "KIND", None) != "transpose":
+        return
+    source, result = t.tensor_shape(op.operands[0]), t.tensor_shape(op.results[0])
+    for a in range(len(source)):
+        for b in range(a + 1, len(source)):
+            if {a, b} == set(op.dims) or not _same(  # type: ignore[attr-defined]
+                lambda a=a, b=b: shapes.transpose(source, a, b), result
+            ):
+                continue
+
+            def edit(clone: Operation, a=a, b=b) -> None:
+                clone.properties["dim0"] = IntegerAttr(a, 64)
+                clone.properties["dim1"] = IntegerAttr(b, 64)
+
+            yield f"transpose dims {a}, {b}", edit
+
+
 def _unary_ops(name: str) -> dict[str, type[Operation]]:
     """The element-wise unary op classes of level ``name``, by ``KIND``."""
     return {
@@ -302,6 +321,7 @@ def _edits(op: Operation) -> Iterator[tuple[str, Edit]]:
         yield from _swap_edits(op)
         yield from _kind_edits(op)
         yield from _reduction_edits(op)
+        yield from _layout_edits(op)
         yield from _drop_edits(op)
         yield from _scale_edits(op)
 

@@ -485,6 +485,10 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
         xs[0], xs[1], shapes[0], shapes[1], _dim(attrs)
     ),
     "forloop_accum": lambda xs, shapes, attrs: forloop_accum(xs[0], shapes[0], attrs),
+    # Layout ops move elements and compute nothing: the term is kept. (The
+    # search never sees them: it works on the segments between them.)
+    "transpose": lambda xs, shapes, attrs: xs[0],
+    "reshape": lambda xs, shapes, attrs: xs[0],
     # Partitioning is abstracted away: a tile has its tensor's term, and a
     # device tensor stitched from tiles has the tiles' term.
     "input": lambda xs, shapes, attrs: xs[0],

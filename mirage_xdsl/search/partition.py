@@ -1,0 +1,221 @@
+"""Cut a kernel-level function into pieces the search can take one at a time.
+
+The search explores µGraphs of a few library ops; a whole transformer layer
+has dozens, and its layout changes (``kernel.transpose``, ``kernel.reshape``)
+move elements between index spaces that a block's partition maps cannot
+follow. So, as the original project partitions its input into subprograms,
+a function is cut into *segments* of arithmetic ops, with the layout ops
+between them kept as they are:
+
+- an op's *layout depth* is the most layout ops on any path from the
+  function's arguments to it; the arithmetic ops of one depth form one
+  segment, searched as a function of its own, and the layout ops of the next
+  depth follow it, so every value is made before it is read;
+- a segment is cut before a matmul or row norm that reads a matmul's
+  result (except through ``exp``, as attention does), and a run longer than
+  ``max_ops`` into nearly equal runs of at most ``max_ops`` ops, because the
+  search's space grows steeply with the number of ops.
+
+:func:`stitch` puts the searched segments and the layout ops back together
+into one function with the original signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from mirage_xdsl.dialects import tensor_ops as t
+
+
+@dataclass
+class Segment:
+    """A run of arithmetic ops: its own function, and how it plugs back in."""
+
+    function: func.FuncOp
+    inputs: list[SSAValue]
+    """The values of the original function that the segment's arguments hold."""
+    outputs: list[SSAValue]
+    """The values of the original function that the segment's results give."""
+
+
+Piece = Segment | Operation
+"""A segment to search, or a layout op kept as it is."""
+
+
+def is_layout(op: Operation) -> bool:
+    return isinstance(op, t.TensorOp) and op.KIND in t.LAYOUT_KINDS
+
+
+def needs_partition(fn: func.FuncOp, max_ops: int) -> bool:
+    """Whether ``fn`` holds a layout op or more arithmetic ops than one search takes."""
+    ops = _body(fn)
+    return any(is_layout(op) for op in ops) or len(ops) > max_ops
+
+
+def _body(fn: func.FuncOp) -> list[Operation]:
+    return [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
+
+
+def layout_depths(ops: Sequence[Operation]) -> dict[Operation, int]:
+    """Each op's layout depth (a layout op counts itself)."""
+    made: dict[SSAValue, int] = {}
+    depth: dict[Operation, int] = {}
+    for op in ops:
+        d = max((made.get(v, 0) for v in op.operands), default=0)
+        d += 1 if is_layout(op) else 0
+        depth[op] = d
+        for r in op.results:
+            made[r] = d
+    return depth
+
+
+def runs(ops: Sequence[Operation], max_ops: int) -> list[list[Operation]]:
+    """``ops`` in program order, cut before a matmul of a matmul's result
+    (:func:`chained`), then into nearly equal runs of at most ``max_ops``."""
+    out: list[list[Operation]] = []
+    for run in chained(ops):
+        count = -(-len(run) // max_ops)
+        size = -(-len(run) // count)
+        out += [list(run[i : i + size]) for i in range(0, len(run), size)]
+    return out
+
+
+WHOLE_ROW_KINDS = ("matmul", "rms_norm")
+"""Ops that read whole rows of their operand (a contraction, a row norm)."""
+
+
+def chained(ops: Sequence[Operation]) -> list[list[Operation]]:
+    """Runs of ``ops`` in program order, a new one started at each matmul or
+    row norm that reads, within the run, the result of a matmul through
+    anything but an ``exp``.
+
+    A matmul's row is complete only once its whole contraction is done, so an
+    op reading whole rows of it (another matmul, a norm) runs in a later
+    kernel whatever the search does, and a segment holding both only makes
+    the search longer. Attention is the exception the search fuses: the
+    second contraction sums over the first one's columns, under ``exp``
+    (FlashAttention's for-loop).
+    """
+    out: list[list[Operation]] = []
+    after: dict[SSAValue, bool] = {}
+    """Values of the current run that follow a matmul with no exp between."""
+    for op in ops:
+        kind = getattr(op, "KIND", None)
+        whole_rows = kind in WHOLE_ROW_KINDS
+        if out and whole_rows and any(after.get(v) for v in op.operands):
+            out.append([])
+            after = {}
+        if not out:
+            out.append([])
+        out[-1].append(op)
+        follows = kind == "matmul" or (
+            kind != "exp" and any(after.get(v) for v in op.operands)
+        )
+        for r in op.results:
+            after[r] = follows
+    return out
+
+
+def partition(fn: func.FuncOp, max_ops: int) -> list[Piece]:
+    """The pieces of ``fn`` in an order that defines every value before use."""
+    ops = _body(fn)
+    depth = layout_depths(ops)
+    returned = set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
+    pieces: list[Piece] = []
+    groups: list[list[Operation]] = []
+    for d in range(max(depth.values(), default=0) + 1):
+        pieces += [op for op in ops if is_layout(op) and depth[op] == d]
+        arithmetic = [op for op in ops if not is_layout(op) and depth[op] == d]
+        for run in runs(arithmetic, max_ops):
+            groups.append(run)
+            pieces.append(len(groups) - 1)  # type: ignore[arg-type]
+    users: dict[SSAValue, set[int]] = {}
+    for i, piece in enumerate(pieces):
+        members = groups[piece] if isinstance(piece, int) else [piece]
+        for op in members:
+            for v in op.operands:
+                users.setdefault(v, set()).add(i)
+    out: list[Piece] = []
+    for i, piece in enumerate(pieces):
+        if not isinstance(piece, int):
+            out.append(piece)
+            continue
+        name = f"{fn.sym_name.data}_s{piece}"
+        out.append(_segment(name, groups[piece], i, users, returned))
+    return out
+
+
+def _segment(
+    name: str,
+    ops: list[Operation],
+    position: int,
+    users: dict[SSAValue, set[int]],
+    returned: set[SSAValue],
+) -> Segment:
+    """The function computing ``ops``: arguments for what they read from
+    outside, results for what is read after them or returned."""
+    inside = {r for op in ops for r in op.results}
+    inputs: list[SSAValue] = []
+    for op in ops:
+        for v in op.operands:
+            if v not in inside and v not in inputs:
+                inputs.append(v)
+    outputs = [
+        r
+        for op in ops
+        for r in op.results
+        if r in returned or users.get(r, set()) - {position}
+    ]
+    body = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args, strict=True))
+    for op in ops:
+        clone = op.clone(value_mapper=mapping)
+        body.add_op(clone)
+        mapping.update(zip(op.results, clone.results, strict=True))
+    body.add_op(func.ReturnOp(*[mapping[v] for v in outputs]))
+    function = func.FuncOp(
+        name,
+        FunctionType.from_lists([v.type for v in inputs], [v.type for v in outputs]),
+        Region(body),
+    )
+    return Segment(function, inputs, outputs)
+
+
+def stitch(
+    fn: func.FuncOp, pieces: Sequence[Piece], found: Sequence[func.FuncOp]
+) -> func.FuncOp:
+    """``fn`` rebuilt from its pieces, each segment replaced by its searched
+    function ``found[i]`` (in the order the segments appear)."""
+    body = Block(arg_types=fn.function_type.inputs.data)
+    mapping: dict[SSAValue, SSAValue] = dict(
+        zip(fn.body.block.args, body.args, strict=True)
+    )
+    searched = iter(found)
+    for piece in pieces:
+        if isinstance(piece, Operation):
+            clone = piece.clone(value_mapper=mapping)
+            body.add_op(clone)
+            mapping.update(zip(piece.results, clone.results, strict=True))
+            continue
+        result = next(searched)
+        inner: dict[SSAValue, SSAValue] = {
+            a: mapping[v]
+            for a, v in zip(result.body.block.args, piece.inputs, strict=True)
+        }
+        for op in result.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                for v, ret in zip(piece.outputs, op.operands, strict=True):
+                    mapping[v] = inner[ret]
+                continue
+            clone = op.clone(value_mapper=inner)
+            body.add_op(clone)
+            inner.update(zip(op.results, clone.results, strict=True))
+    ret = fn.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    body.add_op(func.ReturnOp(*[mapping[v] for v in ret.operands]))
+    return func.FuncOp(fn.sym_name.data, fn.function_type, Region(body))

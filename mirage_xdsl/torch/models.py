@@ -1,0 +1,66 @@
+"""Ordinary torch models, written the way model code usually is.
+
+They are what the front end is measured on (``tools/torch_models.py``) and
+tested with: nothing in them is arranged for mirage. :class:`DecoderLayer` is
+a Llama-style transformer block: RMSNorm with weight and epsilon, q/k/v
+projections with grouped key/value heads, ``F.scaled_dot_product_attention``
+with its default scale, residual adds and a SiLU-gated MLP.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class DecoderLayer(nn.Module):
+    """A Llama-style decoder layer (no positional embedding, no mask)."""
+
+    def __init__(
+        self,
+        dim: int = 1024,
+        heads: int = 8,
+        kv_heads: int = 2,
+        hidden: int = 2816,
+        eps: float = 1e-5,
+    ):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.attention_norm = nn.RMSNorm(dim, eps=eps)
+        self.wq = nn.Linear(dim, heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
+        self.ffn_norm = nn.RMSNorm(dim, eps=eps)
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        return self.wo(out.transpose(1, 2).reshape(b, n, -1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x))
+        g = self.ffn_norm(h)
+        return h + self.w2(F.silu(self.w1(g)) * self.w3(g))
+
+
+def trained(module: nn.Module, seed: int = 0) -> nn.Module:
+    """``module`` with weights like a trained model's: projections of unit
+    gain (std ``1/sqrt(fan_in)``) and norm weights spread around one, so a
+    norm's weight is a real multiply and activations keep their scale."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.Linear):
+                std = m.in_features**-0.5
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * std)
+            elif isinstance(m, nn.RMSNorm) and m.weight is not None:
+                m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
+    return module

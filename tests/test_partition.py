@@ -1,0 +1,138 @@
+"""Cutting a function into segments at layout ops, and stitching it back."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from xdsl.dialects import func
+
+from mirage_xdsl.ir.builder import KernelGraph
+from mirage_xdsl.search import superoptimize
+from mirage_xdsl.search.partition import (
+    Segment,
+    chained,
+    layout_depths,
+    needs_partition,
+    partition,
+    stitch,
+)
+from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.verify.equivalence import equivalent
+
+
+def heads_program(rows: int = 16, dim: int = 64, heads: int = 4):
+    """x @ W split into heads, a softmax per head, merged back and projected."""
+    g = KernelGraph("heads")
+    x = g.new_input((1, rows, dim))
+    w = g.new_input((1, dim, dim))
+    o = g.new_input((1, dim, dim))
+    y = g.reshape(g.matmul(x, w), (1, rows, heads, dim // heads))
+    y = g.transpose(y, 1, 2)
+    e = g.exp(y)
+    p = g.div(e, g.reduction(e, 3))
+    merged = g.reshape(g.transpose(p, 1, 2), (1, rows, dim))
+    g.mark_output(g.add(g.matmul(merged, o), x))
+    return g.module()
+
+
+def inputs(module, seed=0):
+    rng = np.random.default_rng(seed)
+    fn = entry_function(module)
+    return [
+        rng.uniform(-0.5, 0.5, a.type.get_shape()).astype(np.float32) for a in fn.args
+    ]
+
+
+def test_layout_depth_counts_the_layout_ops_on_the_way():
+    ops = list(entry_function(heads_program()).body.ops)[:-1]
+    depths = layout_depths(ops)
+    assert [(op.name, depths[op]) for op in ops] == [
+        ("kernel.matmul", 0),
+        ("kernel.reshape", 1),
+        ("kernel.transpose", 2),
+        ("kernel.exp", 2),
+        ("kernel.reduce_sum", 2),
+        ("kernel.div", 2),
+        ("kernel.transpose", 3),
+        ("kernel.reshape", 4),
+        ("kernel.matmul", 4),
+        ("kernel.add", 4),
+    ]
+
+
+def test_pieces_keep_layout_ops_between_segments_and_stitch_back():
+    module = heads_program()
+    fn = entry_function(module)
+    assert needs_partition(fn, 9)
+    pieces = partition(fn, 9)
+    shape = [
+        [op.name for op in p.function.body.ops][:-1]
+        if isinstance(p, Segment)
+        else p.name
+        for p in pieces
+    ]
+    assert shape == [
+        ["kernel.matmul"],
+        "kernel.reshape",
+        "kernel.transpose",
+        ["kernel.exp", "kernel.reduce_sum", "kernel.div"],
+        "kernel.transpose",
+        "kernel.reshape",
+        ["kernel.matmul", "kernel.add"],
+    ]
+    segments = [p for p in pieces if isinstance(p, Segment)]
+    # the last segment reads x, an argument of the whole function
+    assert segments[2].inputs[-1] is fn.args[0]
+    stitched = stitch(fn, pieces, [s.function for s in segments])
+    stitched.verify()
+    xs = inputs(module)
+    from xdsl.dialects.builtin import ModuleOp
+
+    out = run(ModuleOp([stitched]), xs)[0]
+    np.testing.assert_allclose(out, run(module, xs)[0], rtol=1e-6)
+
+
+def test_long_runs_and_chained_matmuls_are_cut():
+    g = KernelGraph("mlp")
+    x = g.new_input((1, 8, 32))
+    ws = [g.new_input((1, 32, 32)) for _ in range(3)]
+    h = x
+    for w in ws:
+        h = g.silu(g.matmul(h, w))
+    g.mark_output(h)
+    fn = entry_function(g.module())
+    runs = chained([op for op in fn.body.ops if not isinstance(op, func.ReturnOp)])
+    assert [[op.name for op in r] for r in runs] == [
+        ["kernel.matmul", "kernel.silu"]
+    ] * 3
+    assert len([p for p in partition(fn, 9) if isinstance(p, Segment)]) == 3
+
+
+def test_attention_stays_one_segment():
+    g = KernelGraph("attention")
+    q, k, v = g.new_input((2, 16, 8)), g.new_input((2, 8, 32)), g.new_input((2, 32, 8))
+    e = g.exp(g.matmul(q, k))
+    g.mark_output(g.matmul(g.div(e, g.reduction(e, 2)), v))
+    fn = entry_function(g.module())
+    assert not needs_partition(fn, 9)
+    assert len(chained(list(fn.body.ops)[:-1])) == 1
+
+
+@pytest.mark.parametrize("jobs", [1])
+def test_a_program_with_layout_ops_is_searched_by_segments(jobs):
+    module = heads_program()
+    log = io.StringIO()
+    found = superoptimize(module, budget=60, jobs=jobs, cache_dir="none", log=log)
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("superoptimize @heads: 3 segment(s) searched one by one")
+    assert (
+        len([line for line in lines if line.startswith("superoptimize @heads_s")]) == 3
+    )
+    names = [op.name for op in entry_function(found).body.ops]
+    assert names.count("kernel.reshape") == 2 and names.count("kernel.transpose") == 2
+    assert "kernel.customized" in names
+    assert equivalent(module, found)
+    xs = inputs(module)
+    np.testing.assert_allclose(run(found, xs)[0], run(module, xs)[0], rtol=2e-3)
