@@ -5,8 +5,9 @@ thread block: it reads its operand tiles and writes its result tile through a
 :class:`TileEnv`. Element-wise ops and thread graphs are block-stride loops
 computing in fp32 registers; ``reduce_sum``, ``reduce_max`` and ``rms_norm``
 reduce rows with warp shuffles; ``matmul`` uses tensor cores (see ``matmul.py``); ``concat``
-copies its operands side by side. Accumulation across the for-loop lives in
-``accumulators.py``; loads and stores of device tensors in ``tile_copies.py``.
+copies its operands side by side; ``transpose`` reads each element at the
+swapped index. Accumulation across the for-loop lives in ``accumulators.py``;
+loads and stores of device tensors in ``tile_copies.py``.
 """
 
 from __future__ import annotations
@@ -164,6 +165,20 @@ def concat(env: TileEnv, op: block.ConcatOp) -> None:
         offset += src.shape[dim]
 
 
+def transpose(env: TileEnv, op: block.TransposeOp) -> None:
+    """Each result element read from the source at the swapped index."""
+    b = env.b
+    src, dst = env.tile(op.input), env.tile(op.result)
+    i, j = op.dims
+
+    def element(index: list[Ix]) -> None:
+        at = list(index)
+        at[i], at[j] = at[j], at[i]
+        store(b, load(b, src, at), dst, index)
+
+    for_each_element(b, env.threads, dst.shape, element)
+
+
 LOWERINGS: dict[str, Callable[..., None]] = {
     **{
         kind: elementwise
@@ -173,6 +188,7 @@ LOWERINGS: dict[str, Callable[..., None]] = {
     "reduce_sum": reduce_sum,
     "reduce_max": reduce_max,
     "concat": concat,
+    "transpose": transpose,
     "matmul": block_matmul,
     "thread_graph": thread_graph,
 }

@@ -5,7 +5,8 @@
 ``lower-to-gpu``) on a copy, prints every kernel as CUDA C and reads the
 buffers and launches off the host function: its arguments are the inputs then
 the outputs (the latter marked ``{mirage.output}``), each ``memref.alloc`` is
-an intermediate, each ``gpu.launch_func`` a launch.
+an intermediate, each ``memref.reinterpret_cast`` (a reshape) another name for
+its source's buffer, each ``gpu.launch_func`` a launch.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
     used: list[str] = []
     for op in host.body.block.ops:
         if isinstance(op, memref.AllocOp):
-            names[op.memref] = f"tmp{len(names) - len(host.args)}"
+            names[op.memref] = f"tmp{len(buffers) - len(host.args)}"
             ty = op.memref.type
             buffers.append(
                 BufferSpec(
@@ -120,6 +121,8 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
                     -1,
                 )
             )
+        elif isinstance(op, memref.ReinterpretCastOp):
+            names[op.result] = names[op.source]  # a reshape: the same buffer
         elif isinstance(op, gpu.LaunchFuncOp):
             name = op.kernel.nested_references.data[-1].data
             used.append(name)

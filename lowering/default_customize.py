@@ -15,7 +15,12 @@ kernel would use:
   (a maximum is not accumulated across for-loop iterations);
 - ``rms_norm``: the grid tiles the rows; each block normalises whole rows;
 - ``matmul``: the grid tiles the output (batch, rows, columns) and the
-  for-loop walks the contraction dim, accumulating in fp32.
+  for-loop walks the contraction dim, accumulating in fp32;
+- ``transpose``: the grid tiles the two swapped dims (and one more), and
+  each block swaps its tile in shared memory.
+
+``kernel.reshape`` is left as it is: it is no kernel, and the lowering gives
+its result its operand's buffer.
 
 The partitions are chosen from the shapes alone, so the pass needs no search.
 """
@@ -38,6 +43,7 @@ from xdsl.pattern_rewriter import (
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
+from mirage_xdsl.lowering.aliases import is_alias
 
 BLOCK_OPS: dict[str, type[t.TensorOp]] = {
     cls.KIND: cls
@@ -53,6 +59,10 @@ MAX_TILE = 4096
 MIN_TILE = 256
 K_TILE = 64
 """Contraction-dim chunk of a default matmul iteration."""
+SWAP_TILE = 64
+"""Largest extent of each swapped dim in a default transpose tile."""
+MIN_SWAP_TILE = 8
+"""Smallest extent a swapped dim's tile shrinks to, to fit the tile."""
 
 
 def divisors(n: int) -> list[int]:
@@ -215,6 +225,40 @@ def matmul(op: kernel.MatmulOp) -> BlockGraph:
     return bg
 
 
+def transpose(op: kernel.TransposeOp) -> BlockGraph:
+    """Tiles of the two swapped dims, swapped in shared memory.
+
+    The swapped dims get tiles of up to :data:`SWAP_TILE` each, so reads and
+    writes both run along whole tile rows; a third grid dim splits the
+    largest other dim (a leading one before the last, contiguous, dim) as
+    far as the tile needs to stay within :data:`MAX_TILE`, and if that is
+    not enough the swapped tiles shrink, to :data:`MIN_SWAP_TILE` at least.
+    Other dims are whole in the tile. The input is split along its own dims,
+    the output along the swapped ones.
+    """
+    x = t.tensor_shape(op.input)
+    a, b = op.dims
+    rank = len(x)
+    tile = list(x)
+    for d in (a, b):
+        tile[d] = max(e for e in divisors(x[d]) if e <= SWAP_TILE)
+    rest = [d for d in range(rank) if d not in (a, b) and x[d] > 1]
+    third = sorted(rest, key=lambda d: (d == rank - 1, -x[d]))[:1]
+    for c in third:
+        others = prod(tile) // tile[c]
+        tile[c] = max(e for e in divisors(x[c]) if others * e <= MAX_TILE or e == 1)
+    while prod(tile) > MAX_TILE and max(tile[a], tile[b]) > MIN_SWAP_TILE:
+        d = a if tile[a] >= tile[b] else b
+        tile[d] = max(e for e in divisors(x[d]) if e < tile[d])
+    factors = {d: x[d] // tile[d] for d in (a, b, *third) if tile[d] < x[d]}
+    grid, dims = grid_of(factors, [b, a, *third])
+    swap = {a: b, b: a}
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    swapped = bg.transpose(bg.new_input(op.input, dims, -1), a, b)
+    bg.new_output(swapped, [swap.get(d, d) for d in dims])
+    return bg
+
+
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     **{
         kind: elementwise
@@ -224,8 +268,10 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     "reduce_max": reduce_max,
     "rms_norm": rms_norm,
     "matmul": matmul,
+    "transpose": transpose,
 }
-"""Default partition of each kernel op, by ``KIND``."""
+"""Default partition of each kernel op, by ``KIND`` (``kernel.reshape`` is no
+kernel: the lowering gives it its operand's buffer)."""
 
 
 def customize(op: t.TensorOp) -> kernel.CustomizedOp:
@@ -245,8 +291,9 @@ class DefaultCustomizePass(ModulePass):
     Element-wise ops tile their output over the grid; ``reduce_sum`` and
     ``matmul`` tile their output and walk the reduced (contraction) dim with
     the for-loop, accumulating in fp32; ``rms_norm`` gives each block whole
-    rows. The result computes the same function (the interpreter checks it)
-    and is what ``lower-to-gpu`` expects.
+    rows; ``transpose`` tiles the swapped dims. ``kernel.reshape`` stays (the
+    lowering makes it a buffer alias). The result computes the same function
+    (the interpreter checks it) and is what ``lower-to-gpu`` expects.
     """
 
     name = "default-customize"
@@ -260,5 +307,5 @@ class DefaultCustomizePass(ModulePass):
 class _CustomizePattern(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.TensorOp, rewriter: PatternRewriter) -> None:
-        if op.name.startswith("kernel."):
+        if op.name.startswith("kernel.") and not is_alias(op):
             _replace(op, rewriter)

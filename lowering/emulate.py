@@ -85,6 +85,9 @@ class Emulator:
                 env[op.memref] = np.full(
                     ty.get_shape(), np.nan, np_dtype(ty.element_type)
                 )
+            elif isinstance(op, memref.ReinterpretCastOp):
+                # a reshape: a view of the same (contiguous) array
+                env[op.result] = env[op.source].reshape(op.result.type.get_shape())
             elif isinstance(op, gpu.LaunchFuncOp):
                 kernel = self.kernels[op.kernel.nested_references.data[-1].data]
                 grid = [consts[v] for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)]

@@ -6,7 +6,9 @@ kernel per ``kernel.customized`` op (built by ``kernel_lowering.py``); each
 ``func.func`` becomes a host function in destination-passing style whose
 arguments are the inputs then the outputs as memrefs, which allocates the
 intermediates with ``memref.alloc`` and launches the kernels in order with
-``gpu.launch_func`` (grid, block and dynamic shared memory as constants).
+``gpu.launch_func`` (grid, block and dynamic shared memory as constants). A
+``kernel.reshape`` is no kernel: its result views its operand's buffer with
+``memref.reinterpret_cast`` (``aliases.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.lowering.aliases import is_alias, output_storage, storage_of
+from mirage_xdsl.lowering.cuda_printer import strides_of
 from mirage_xdsl.lowering.kernel_lowering import KernelLowering
 
 KERNELS = "kernels"
@@ -64,25 +68,51 @@ def lower_kernel(op: kernel.CustomizedOp, name: str) -> tuple[gpu.FuncOp, int]:
 
 
 def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
-    """The host function launching one kernel per customized op."""
+    """The host function launching one kernel per customized op.
+
+    A ``kernel.reshape`` launches nothing: its result is its operand's buffer
+    viewed with the new shape (``memref.reinterpret_cast``), and a kernel whose
+    result is returned, reshaped or not, writes the output buffer directly
+    (``aliases.py``).
+    """
     name = fn.sym_name.data
     body = fn.body.block
     for op in body.ops:
-        if isinstance(op, t.TensorOp):
+        if isinstance(op, t.TensorOp) and not is_alias(op):
             raise DiagnosticException(
                 f"lower-to-gpu: '{op.name}' has no block-level definition; run "
                 "'default-customize' first"
             )
-    returned = list(body.last_op.operands) if body.last_op else []  # type: ignore[union-attr]
-    if len(set(returned)) != len(returned) or any(v in body.args for v in returned):
-        raise DiagnosticException(
-            f"lower-to-gpu: function @{name} returns an input or one value twice"
-        )
+    storage = storage_of(fn)
+    outputs = output_storage(
+        fn, storage, "lower-to-gpu: function ", "every output is written by a kernel"
+    )
+    returned = list(body.last_op.operands)  # type: ignore[union-attr]
     in_types = [memref_of(a.type) for a in body.args]
     out_types = [memref_of(v.type) for v in returned]
     host = Block(arg_types=[*in_types, *out_types])
-    buffers: dict[SSAValue, SSAValue] = dict(zip(body.args, host.args, strict=False))
-    buffers.update(zip(returned, host.args[len(in_types) :], strict=True))
+    roots: dict[SSAValue, SSAValue] = dict(zip(body.args, host.args, strict=False))
+    for root, j in outputs.items():
+        roots[root] = host.args[len(in_types) + j]
+    buffers: dict[SSAValue, SSAValue] = {}
+
+    def buffer(value: SSAValue) -> SSAValue:
+        """``value``'s buffer: its storage's, viewed with its own shape."""
+        if value not in buffers:
+            root = storage[value]
+            if root not in roots:
+                alloc = memref.AllocOp([], [], memref_of(root.type))
+                host.add_op(alloc)
+                roots[root] = alloc.memref
+            base, ty = roots[root], memref_of(value.type)
+            if base.type != ty:
+                view = memref.ReinterpretCastOp.from_dynamic(
+                    base, [0], ty.get_shape(), strides_of(ty), ty
+                )
+                host.add_op(view)
+                base = view.result
+            buffers[value] = base
+        return buffers[value]
 
     def const(value: int, ty=None) -> SSAValue:
         op = arith.ConstantOp(IntegerAttr(value, ty or IndexType()))
@@ -93,17 +123,12 @@ def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
         kname = f"{name}_k{i}"
         kfn, shared = lower_kernel(op, kname)
         kernels.add_op(kfn)
-        for r in op.outputs:
-            if r not in buffers:
-                alloc = memref.AllocOp([], [], memref_of(r.type))
-                host.add_op(alloc)
-                buffers[r] = alloc.memref
         host.add_op(
             gpu.LaunchFuncOp(
                 SymbolRefAttr(KERNELS, [kname]),
                 [const(g) for g in op.grid_dims],
                 [const(b) for b in op.block_dims],
-                kernelOperands=[buffers[v] for v in (*op.inputs, *op.outputs)],
+                kernelOperands=[buffer(v) for v in (*op.inputs, *op.outputs)],
                 dynamicSharedMemorySize=const(shared, i32),
             )
         )
@@ -142,8 +167,10 @@ class LowerToGpuPass(ModulePass):
     liveness, tensor-core ``gpux.mma`` with ``ldmatrix``, ``cp.async``
     pipelining of for-loop inputs, warp-shuffle reductions); each function
     becomes a host function taking its inputs and outputs as memrefs that
-    allocates intermediates and issues ``gpu.launch_func`` in order. Bare
-    kernel ops must have been customized first (``default-customize``).
+    allocates intermediates and issues ``gpu.launch_func`` in order; a
+    ``kernel.reshape`` becomes a ``memref.reinterpret_cast`` of its operand's
+    buffer. Other bare kernel ops must have been customized first
+    (``default-customize``).
     """
 
     name = "lower-to-gpu"

@@ -5,7 +5,8 @@
 prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
 matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
 instead of tensor cores); the autotuner keeps the faster. Device tensors
-between kernels stay in global memory, as intermediates.
+between kernels stay in global memory, as intermediates; a ``kernel.reshape``
+is no kernel but another name for its operand's buffer (``aliases.py``).
 
 ``-t triton`` prints the program as a self-contained Python module: the
 kernels, the launch plan (``BUFFERS``, ``LAUNCHES``: grids, arguments, order)
@@ -28,6 +29,7 @@ from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.aliases import is_alias, output_storage, storage_of
 from mirage_xdsl.lowering.program import BufferSpec, of_kind
 from mirage_xdsl.lowering.triton_legalize import (
     MATMUL_ATTR,
@@ -103,7 +105,7 @@ def _customized_ops(fn: func.FuncOp) -> list[kernel.CustomizedOp]:
     for op in fn.body.block.ops:
         if isinstance(op, kernel.CustomizedOp):
             ops.append(op)
-        elif not isinstance(op, func.ReturnOp):
+        elif not isinstance(op, func.ReturnOp) and not is_alias(op):
             raise MirageError(
                 f"error: '{op.name}' in @{fn.sym_name.data} cannot be lowered to "
                 "Triton; only 'kernel.customized' ops and bare kernel ops can"
@@ -114,36 +116,38 @@ def _customized_ops(fn: func.FuncOp) -> list[kernel.CustomizedOp]:
 def _buffers(
     fn: func.FuncOp, ops: list[kernel.CustomizedOp]
 ) -> tuple[list[BufferSpec], dict[SSAValue, str]]:
-    names: dict[SSAValue, str] = {}
+    """The buffers of ``fn`` and the name of each value's buffer: a reshape
+    names its operand's buffer (``aliases.py``), and a kernel whose result is
+    returned, reshaped or not, writes the output buffer."""
+    storage = storage_of(fn)
+    outputs = output_storage(
+        fn, storage, "", "the Triton backend writes every output with a kernel"
+    )
+    roots: dict[SSAValue, str] = {}
     buffers: list[BufferSpec] = []
 
     def spec(value: SSAValue, name: str, kind: str, index: int) -> None:
         ty = value.type
         assert isinstance(ty, TensorType)
-        names[value] = name
         buffers.append(
             BufferSpec(name, tuple(ty.get_shape()), str(ty.element_type), kind, index)  # type: ignore[arg-type]
         )
 
     for i, arg in enumerate(fn.args):
-        spec(arg, f"input{i}", "input", i)
-    ret = fn.body.block.last_op
-    assert isinstance(ret, func.ReturnOp)
-    for j, value in enumerate(ret.operands):
-        if value in names:
-            raise MirageError(
-                f"error: @{fn.sym_name.data} returns "
-                + ("an input" if names[value].startswith("input") else "a value twice")
-                + " unchanged; the Triton backend writes every output with a kernel"
-            )
-        spec(value, f"output{j}", "output", j)
+        roots[arg] = f"input{i}"
+        spec(arg, roots[arg], "input", i)
+    returned = fn.body.block.last_op.operands  # type: ignore[union-attr]
+    for root, j in sorted(outputs.items(), key=lambda item: item[1]):
+        roots[root] = f"output{j}"
+        spec(returned[j], roots[root], "output", j)
     tmp = 0
     for op in ops:
         for r in op.results:
-            if r not in names:
-                spec(r, f"tmp{tmp}", "intermediate", -1)
+            if r not in roots:
+                roots[r] = f"tmp{tmp}"
+                spec(r, roots[r], "intermediate", -1)
                 tmp += 1
-    return buffers, names
+    return buffers, {v: roots[root] for v, root in storage.items()}
 
 
 def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProgram:

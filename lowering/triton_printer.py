@@ -403,6 +403,22 @@ class KernelPrinter:
         expr = f"tl.max({x}, axis={dim}, keep_dims=True)"
         self.define(op, phase, expr, natural, v.clean)
 
+    def print_transpose(self, op: block.TransposeOp) -> None:
+        """``tl.permute`` of the register tile: the padded dims move with the
+        real ones (``triton_tiles`` ties them), so padding stays padding and the
+        value keeps its element type and cleanliness."""
+        phase = self.phases[op.result]
+        v = self.values[op.input]
+        a, b = op.dims
+        order = list(range(len(v.padded)))
+        order[a], order[b] = b, a
+        name = self.fresh("v")
+        self.emit(phase, f"{name} = tl.permute({v.name}, {tuple(order)})  # {op.name}")
+        natural = tuple(v.padded[d] for d in order)
+        real = t.tensor_shape(op.result)
+        moved = Value(name, real, natural, v.clean, v.native, v.dtype)
+        self.values[op.result] = self.to_shape(moved, self.tile_of(op), phase)
+
     def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
         if v.padded[k_dim] > v.real[k_dim]:
             v = self.masked(v, phase)
@@ -620,6 +636,8 @@ class KernelPrinter:
                 self.print_reduce_max(op)
             elif isinstance(op, t.TensorOp) and op.KIND == "concat":
                 self.print_concat(op)
+            elif isinstance(op, block.TransposeOp):
+                self.print_transpose(op)
             elif isinstance(op, t.TensorOp):
                 self.print_elementwise(op)
             else:

@@ -9,8 +9,9 @@ Padded extents must agree wherever Triton broadcasts or contracts two tensors,
 so they are chosen per *dimension class*: the dims of different values that an
 op ties together (an element-wise op ties an operand dim to the result dim of
 the same extent; a matmul ties M, N, K and the batch dims; a reduction ties all
-but the reduced dim). A class's padded extent is the next power of two of its
-real extent, raised to 16 when the class is a dimension of a ``tl.dot``. The
+but the reduced dim; a transpose ties each result dim to the operand dim it
+came from). A class's padded extent is the next power of two of its real
+extent, raised to 16 when the class is a dimension of a ``tl.dot``. The
 operand dim of a broadcast (extent 1 against n) is not tied, so it stays
 broadcastable.
 """
@@ -85,6 +86,11 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
             for d in range(rank):
                 if d != dim and shape(v)[d] == shape(result)[d]:
                     classes.union((v, d), (result, d))
+    elif kind == "transpose":
+        a, b = op.dims  # type: ignore[attr-defined]
+        swap = {a: b, b: a}
+        for d in range(rank):
+            classes.union((op.operands[0], swap.get(d, d)), (result, d))
     elif kind == "matmul":
         for pair in matmul_dims(op):
             classes.union(*pair)

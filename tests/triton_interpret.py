@@ -9,6 +9,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py file PATH.mlir
     TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py softmax 0
+    TRITON_INTERPRET=1 python tests/triton_interpret.py layout 0
 """
 
 from __future__ import annotations
@@ -159,6 +160,17 @@ def softmax_cases() -> None:
             check(f"softmax {name} {list(shape)}", module, [x], ref)
 
 
+def layout_cases() -> None:
+    """The programs with transposes and reshapes (``tests/layout_program.py``)."""
+    from layout_program import PROGRAMS
+
+    from mirage_xdsl.workloads import random_inputs
+
+    for name, build in PROGRAMS.items():
+        module = build()
+        check(f"layout {name}", module, random_inputs(module, 0, -0.5, 0.5))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "file":
         file_case(sys.argv[2])
@@ -172,5 +184,7 @@ if __name__ == "__main__":
         activation_cases()
     elif what == "softmax":
         softmax_cases()
+    elif what == "layout":
+        layout_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

@@ -1,12 +1,15 @@
 """Ordinary torch models through ``mirage_xdsl.torch.superoptimize`` on a GPU.
 
-For each model, written the usual way with ``nn.Linear`` and an activation
-module: the kernels of the captured program and of the search's µGraph, the
-relative L2 error of the µGraph's result against the model in fp32 on
+For each model, written the usual way (``nn.Linear`` and an activation
+module, or the Llama-style ``mirage_xdsl.torch.models.DecoderLayer``): the
+kernels of the captured program and of the search's µGraph, the relative L2
+error of the µGraph's result against the model in fp32 on
 ``torch.randn`` inputs, and the time per call of the µGraph, of eager mode and
 of ``torch.compile``, in one run, timed as ``tools/bench.py`` times (calls
 captured in a CUDA graph, L2 flushed before each, the flushes' own time
-subtracted, the median kept)::
+subtracted, the median kept). For the layer, also the same layer with its
+softmax written as ``exp(s) / sum(exp(s))``, run as captured: its largest
+logit and whether its fp16 result stays finite::
 
     python tools/torch_models.py [--models relu_mlp,gelu_mlp] [--budget 300] [--out DIR]
 
@@ -25,9 +28,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mirage_xdsl.torch import capture, superoptimize
+from mirage_xdsl.torch import MirageFunction, capture, capture_program, superoptimize
+from mirage_xdsl.torch.models import DecoderLayer, PlainSoftmaxLayer, trained
 
 BATCH, D_MODEL, D_HIDDEN = 16, 1024, 4096
+LAYER = {"dim": 2048, "heads": 16, "kv_heads": 4, "hidden": 5632}
+"""The decoder layer's sizes: head dim 128, four query heads per key head."""
+LAYER_TOKENS = 256
 
 
 def mlp(activation: nn.Module) -> nn.Module:
@@ -36,13 +43,26 @@ def mlp(activation: nn.Module) -> nn.Module:
     )
 
 
+def decoder_layer() -> nn.Module:
+    return trained(DecoderLayer(**LAYER), qk_gain=QK_GAIN)
+
+
+QK_GAIN = 2.0
+"""Query/key projection gain of the layer: logits as large as a trained
+model's (see :func:`mirage_xdsl.torch.models.trained`)."""
+
 MODELS: dict[str, Callable[[], nn.Module]] = {
     "linear": lambda: nn.Linear(D_MODEL, D_HIDDEN),
     "relu_mlp": lambda: mlp(nn.ReLU()),
     "gelu_mlp": lambda: mlp(nn.GELU()),
     "gelu_tanh_mlp": lambda: mlp(nn.GELU(approximate="tanh")),
     "silu_mlp": lambda: mlp(nn.SiLU()),
+    "decoder_layer": decoder_layer,
 }
+INPUTS: dict[str, tuple[int, ...]] = {
+    "decoder_layer": (1, LAYER_TOKENS, LAYER["dim"]),
+}
+"""Input shapes other than ``[BATCH, D_MODEL]``."""
 
 
 def kernels(module) -> int:
@@ -65,11 +85,14 @@ def time_us(call: Callable[[], object]) -> float:
 def run_model(name: str, budget: float) -> dict:
     torch.manual_seed(0)
     model = MODELS[name]().half().cuda().eval()
-    x = torch.randn(BATCH, D_MODEL, device="cuda", dtype=torch.float16)
+    shape = INPUTS.get(name, (BATCH, D_MODEL))
+    x = torch.randn(*shape, device="cuda", dtype=torch.float16)
     row: dict = {"model": name, "input": list(x.shape)}
     with torch.no_grad():
         ref = model.float()(x.float())
         model.half()
+        if isinstance(model, DecoderLayer):
+            row["plain_softmax"] = plain_softmax(model, x)
         row["kernels_before"] = kernels(capture(model, [x]))
         start = time.monotonic()
         found = superoptimize(model, [x], budget=budget)
@@ -86,6 +109,26 @@ def run_model(name: str, budget: float) -> dict:
             "torch.compile": time_us(lambda: compiled(x)),
         }
     return row
+
+
+def plain_softmax(model: DecoderLayer, x: torch.Tensor) -> dict:
+    """The same layer with attention written as ``exp(s) / sum(exp(s))``,
+    captured and run as written (no search): how far its logits go, and
+    whether its result is still finite in fp16."""
+    plain = PlainSoftmaxLayer(**LAYER).half().cuda().eval()
+    plain.load_state_dict(model.state_dict())
+    h = model.attention_norm(x)
+    q = model.wq(h).float().view(*x.shape[:2], model.heads, model.head_dim)
+    k = model.wk(h).float().view(*x.shape[:2], model.kv_heads, model.head_dim)
+    group = model.heads // model.kv_heads
+    q, k = q.transpose(1, 2), k.transpose(1, 2).repeat_interleave(group, dim=1)
+    logits = q @ k.transpose(2, 3) * model.head_dim**-0.5
+    out = MirageFunction(capture_program(plain, [x]))(x)
+    return {
+        "max_logit": round(float(logits.max()), 1),
+        "finite": bool(torch.isfinite(out).all()),
+        "eager_finite": bool(torch.isfinite(plain(x)).all()),
+    }
 
 
 def markdown(rows: list[dict]) -> str:
@@ -105,6 +148,15 @@ def markdown(rows: list[dict]) -> str:
             f"| {us['mirage']:.1f} | {us['eager']:.1f} | {us['torch.compile']:.1f} "
             f"| {r['search_s']} |"
         )
+    for r in rows:
+        if "plain_softmax" in r:
+            p = r["plain_softmax"]
+            lines.append(
+                f"\n{r['model']} with its softmax written as exp(s) / sum(exp(s)), "
+                f"run as captured: largest logit {p['max_logit']}, fp16 result "
+                f"{'finite' if p['finite'] else 'not finite (exp overflows)'} "
+                f"(eager: {'finite' if p['eager_finite'] else 'not finite'})."
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -647,7 +647,9 @@ def random_module(
     chance that a block-level op is a ``block.thread_graph``. Tensors have at
     most ``max_elements`` elements (except stitched customized results, which
     later ops do not read) and one element type drawn from ``dtypes``. Every
-    value unused inside the function is returned. See the module docstring for
+    value unused inside the function is returned, except the reshapes no
+    kernel would write (:func:`drop_unwritten_views`), so both GPU backends
+    take every module. See the module docstring for
     the value ranges on inputs from :func:`random_inputs`.
 
     ``kinds`` (default: all) restricts the ops to these ``KIND`` names (see
@@ -690,6 +692,7 @@ def random_module(
         return kg.choice(kernel_menu) if kernel_menu else "customized"
 
     kg.steps(int(rng.integers(1, max_ops + 1)), draw, extra)
+    drop_unwritten_views(kg)
     for _ in range(16 if not body.ops else 0):
         kg.steps(1, (lambda: "sqrt") if kinds is None else draw, extra)
         if body.ops:
@@ -702,6 +705,32 @@ def random_module(
         Region(body),
     )
     return ModuleOp([fn])
+
+
+def drop_unwritten_views(kg: Graph) -> None:
+    """Erase the unused reshapes no kernel would write, were they returned:
+    those of an input, and all but one of the unused views of one value (a
+    reshape is a buffer alias on the GPU, ``lowering/aliases.py``)."""
+    storage: dict[SSAValue, SSAValue] = {}
+    for v in kg.pool:
+        op = v.value.owner
+        view = isinstance(op, kernel.ReshapeOp)
+        storage[v.value] = storage[op.input] if view else v.value  # type: ignore[union-attr]
+    while True:
+        kept: set[SSAValue] = set()
+        dead = []
+        for v in kg.sinks():
+            root = storage[v.value]
+            unwritten = not isinstance(root.owner, Operation) or root in kept
+            if isinstance(v.value.owner, kernel.ReshapeOp) and unwritten:
+                dead.append(v)
+            kept.add(root)
+        if not dead:
+            return
+        for v in dead:
+            kg.pool.remove(v)
+            v.value.owner.detach()
+            v.value.owner.erase()
 
 
 def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:

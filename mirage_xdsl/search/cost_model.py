@@ -8,7 +8,9 @@ registers), tensor-core FLOPs of block matmuls (padded to the mma shape) and
 CUDA-core FLOPs of the rest. A grid with fewer blocks than SMs leaves
 bandwidth and compute idle, and each for-loop iteration adds latency that
 pipelining does not hide completely. Library ops (the input program) are
-costed as ideal vendor kernels: inputs read and output written once.
+costed as ideal vendor kernels: inputs read and output written once (a
+transpose like any element-wise copy); a reshape, which the lowering makes an
+alias of its operand's buffer, costs nothing.
 
 The numbers are the ones DESIGN.md measured or quotes; they are only needed
 to be right in proportion, since on a GPU measured time can replace them
@@ -248,7 +250,9 @@ def kernel_costs(ug: UGraph, target: Target = H100) -> list[KernelCost]:
         ins = [shapes_[v] for v in op.operands]
         results = shapes_[next_tensor : next_tensor + op.n_results]
         next_tensor += op.n_results
-        if op.graph is None:
+        if op.kind == "reshape":
+            out.append(KernelCost(0.0, 0, 0, 0, 0, 0))  # a buffer alias, no launch
+        elif op.graph is None:
             out.append(library_cost(op, ins, results[0], elem, target))
         else:
             out.append(customized_cost(op.graph, ins, results, elem, target))

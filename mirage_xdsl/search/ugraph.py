@@ -108,6 +108,10 @@ def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
     if kind == "forloop_accum":
         x = operands[0]
         return x if a["reduction"] == "none" else (*x[:-1], 1)
+    if kind == "transpose":
+        return shapes.transpose(operands[0], a["dim0"], a["dim1"])
+    if kind == "reshape":
+        return shapes.reshape(operands[0], a["shape"])
     if len(operands) == 2:
         return shapes.broadcast(operands[0], operands[1])
     return operands[0]
@@ -153,6 +157,10 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
         return getattr(builder, op.kind)(*args, op.attr("dim"))
     if op.kind == "forloop_accum":
         return builder.forloop_accum(args[0], op.attr("reduction"))
+    if op.kind == "transpose":
+        return builder.transpose(args[0], op.attr("dim0"), op.attr("dim1"))
+    if op.kind == "reshape":
+        return builder.reshape(args[0], op.attr("shape"))
     return getattr(builder, op.kind)(*args, *constant_args(op))
 
 
@@ -287,6 +295,10 @@ def _attrs(op: Any) -> Attrs:
         return (("dim", op.dim.value.data),)
     if op.KIND == "forloop_accum":
         return (("reduction", op.reduction),)
+    if op.KIND == "transpose":
+        return tuple(zip(("dim0", "dim1"), op.dims, strict=True))
+    if op.KIND == "reshape":
+        return (("shape", t.tensor_shape(op.result)),)
     return constant_attrs(op)
 
 

@@ -90,7 +90,7 @@ class MirageFunction:
         arrays = [x.detach().float().numpy() for x in args]
         dtype = args[0].dtype
         return [
-            torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
+            torch.from_numpy(np.require(y, requirements=["C", "W"])).to(dtype)
             for y in run(self.module, arrays)
         ]
 

@@ -51,15 +51,38 @@ class DecoderLayer(nn.Module):
         return h + self.w2(F.silu(self.w1(g)) * self.w3(g))
 
 
-def trained(module: nn.Module, seed: int = 0) -> nn.Module:
+class PlainSoftmaxLayer(DecoderLayer):
+    """:class:`DecoderLayer` with attention written out as ``exp(s) /
+    sum(exp(s))``, without the row maximum: the form whose ``exp`` overflows
+    fp16 once logits pass about 11 (``log 65504``)."""
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        group = self.heads // self.kv_heads
+        q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        q = q.reshape(b, self.kv_heads, group * n, self.head_dim)
+        k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        e = torch.exp(q @ k.transpose(2, 3) * self.head_dim**-0.5)
+        out = (e / e.sum(-1, keepdim=True)) @ v
+        out = out.reshape(b, self.heads, n, self.head_dim)
+        return self.wo(out.transpose(1, 2).reshape(b, n, -1))
+
+
+def trained(module: nn.Module, seed: int = 0, qk_gain: float = 1.0) -> nn.Module:
     """``module`` with weights like a trained model's: projections of unit
     gain (std ``1/sqrt(fan_in)``) and norm weights spread around one, so a
-    norm's weight is a real multiply and activations keep their scale."""
+    norm's weight is a real multiply and activations keep their scale.
+
+    ``qk_gain`` scales the query and key projections (``wq``, ``wk``): at 2,
+    attention logits have a standard deviation of 4 and reach about 20, as in
+    trained models, where ``exp`` without the row maximum overflows fp16."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for m in module.modules():
+        for name, m in module.named_modules():
             if isinstance(m, nn.Linear):
-                std = m.in_features**-0.5
+                gain = qk_gain if name.split(".")[-1] in ("wq", "wk") else 1.0
+                std = gain * m.in_features**-0.5
                 m.weight.copy_(torch.randn(m.weight.shape, generator=g) * std)
             elif isinstance(m, nn.RMSNorm) and m.weight is not None:
                 m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
