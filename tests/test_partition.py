@@ -16,6 +16,7 @@ from mirage_xdsl.search.partition import (
     layout_depths,
     needs_partition,
     partition,
+    stages,
     stitch,
 )
 from mirage_xdsl.semantics.interpreter import entry_function, run
@@ -110,6 +111,20 @@ def test_long_runs_and_chained_matmuls_are_cut():
     assert len([p for p in partition(fn, 9) if isinstance(p, Segment)]) == 3
 
 
+def test_stages_put_a_prologue_apart_from_its_matmuls():
+    g = KernelGraph("projections")
+    x, w = g.new_input((1, 8, 32)), g.new_input((1, 1, 32))
+    h = g.mul(g.rms_norm(x, 1e-5), w)
+    outs = [g.matmul(h, g.new_input((1, 32, 16))) for _ in range(3)]
+    for o in outs:
+        g.mark_output(g.silu(o))
+    ops = [op for op in entry_function(g.module()).body.ops][:-1]
+    assert [[op.name.split(".")[1] for op in s] for s in stages(ops)] == [
+        ["rms_norm", "mul"],
+        ["matmul", "matmul", "matmul", "silu", "silu", "silu"],
+    ]
+
+
 def test_attention_stays_one_segment():
     g = KernelGraph("attention")
     q, k, v = g.new_input((2, 16, 8)), g.new_input((2, 8, 32)), g.new_input((2, 32, 8))
@@ -149,8 +164,9 @@ def test_decoder_layer_is_searched_by_segments_and_matches_torch():
         fn = torch_superoptimize(layer, [x], cache_dir="none", budget=120, jobs=2)
         names = [op.name for op in fn.module.walk() if op.name.startswith("kernel.")]
         # attention, the output projection, the gated MLP and the down
-        # projection are fused; the first segment keeps its five library ops
-        assert names.count("kernel.customized") == 4
-        assert len([n for n in names if n != "kernel.customized"]) == 5 + 11
+        # projection are fused; the first segment, where nothing fuses all
+        # five ops, is searched by stages: the norm, then the projections
+        assert names.count("kernel.customized") == 4 + 2
+        assert len([n for n in names if n != "kernel.customized"]) == 11
         ref = layer.float()(x.float())
         assert float((fn(x).float() - ref).norm() / ref.norm()) < 5e-3

@@ -94,11 +94,48 @@ def _by_segments(
     found = []
     for i, segment in enumerate(segments):
         share = max(deadline - time.monotonic(), 0.0) / (len(segments) - i)
+        found.append(
+            _segment(segment.function, options, share, measure, cache_dir, log, reports)
+        )
+    return stitch(fn, pieces, found)
+
+
+def _segment(
+    fn: func.FuncOp,
+    options: SearchOptions,
+    share: float,
+    measure: Measure | None,
+    cache_dir: str | None,
+    log: TextIO | None,
+    reports: list[Report],
+) -> func.FuncOp:
+    """One segment searched; if nothing beats its input and it has stages
+    (``partition.stages``), the stages searched one by one instead."""
+    deadline = time.monotonic() + share
+    outcome = superoptimize_function(
+        fn, replace(options, budget=max(share, 1.0)), measure, cache_dir
+    )
+    if log is not None:
+        print(outcome.report.summary(), file=log)
+    reports.append(outcome.report)
+    improved = outcome.report.best_cost < outcome.report.input_cost or any(
+        m.get("chosen") and not m.get("input") for m in outcome.report.measured
+    )
+    pieces = partition(fn, options.segment_ops, by_stage=True)
+    if improved or len(pieces) < 2:
+        return outcome.function
+    if log is not None:
+        print(
+            f"superoptimize @{fn.sym_name.data}: nothing better found; its "
+            f"{len(pieces)} stages searched one by one",
+            file=log,
+        )
+    found = []
+    for i, piece in enumerate(pieces):
+        assert isinstance(piece, Segment)
+        left = max(deadline - time.monotonic(), 0.0) / (len(pieces) - i)
         outcome = superoptimize_function(
-            segment.function,
-            replace(options, budget=max(share, 1.0)),
-            measure,
-            cache_dir,
+            piece.function, replace(options, budget=max(left, 1.0)), measure, cache_dir
         )
         if log is not None:
             print(outcome.report.summary(), file=log)

@@ -16,6 +16,10 @@ between them kept as they are:
   ``max_ops`` into nearly equal runs of at most ``max_ops`` ops, because the
   search's space grows steeply with the number of ops.
 
+A segment whose search finds nothing better than its input is cut again
+into its :func:`stages` (a prologue apart from the matmuls it feeds) and
+those are searched instead.
+
 :func:`stitch` puts the searched segments and the layout ops back together
 into one function with the original signature.
 """
@@ -121,8 +125,36 @@ def chained(ops: Sequence[Operation]) -> list[list[Operation]]:
     return out
 
 
-def partition(fn: func.FuncOp, max_ops: int) -> list[Piece]:
-    """The pieces of ``fn`` in an order that defines every value before use."""
+def stages(ops: Sequence[Operation]) -> list[list[Operation]]:
+    """Runs of ``ops`` in program order, a new one started at each matmul that
+    reads, within the run, a value no matmul made: a prologue (a norm and its
+    weight) apart from the matmuls it feeds.
+
+    Fusing a prologue into its matmuls is worth the most but needs the most
+    ops in one kernel (a norm over the whole contraction, carried through the
+    for-loop); where the search finds no such form, the stages on their own
+    still fuse (the prologue into one kernel, the matmuls with their
+    epilogue into another)."""
+    out: list[list[Operation]] = []
+    made: dict[SSAValue, bool] = {}
+    """Values of the current run, and whether a matmul made them."""
+    for op in ops:
+        kind = getattr(op, "KIND", None)
+        prologue = [v for v in op.operands if v in made and not made[v]]
+        if out and kind == "matmul" and prologue:
+            out.append([])
+            made = {}
+        if not out:
+            out.append([])
+        out[-1].append(op)
+        for r in op.results:
+            made[r] = kind == "matmul" or any(made.get(v) for v in op.operands)
+    return out
+
+
+def partition(fn: func.FuncOp, max_ops: int, by_stage: bool = False) -> list[Piece]:
+    """The pieces of ``fn`` in an order that defines every value before use;
+    with ``by_stage``, each run is cut into its :func:`stages` as well."""
     ops = _body(fn)
     depth = layout_depths(ops)
     returned = set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
@@ -132,8 +164,9 @@ def partition(fn: func.FuncOp, max_ops: int) -> list[Piece]:
         pieces += [op for op in ops if is_layout(op) and depth[op] == d]
         arithmetic = [op for op in ops if not is_layout(op) and depth[op] == d]
         for run in runs(arithmetic, max_ops):
-            groups.append(run)
-            pieces.append(len(groups) - 1)  # type: ignore[arg-type]
+            for stage in stages(run) if by_stage else [run]:
+                groups.append(stage)
+                pieces.append(len(groups) - 1)  # type: ignore[arg-type]
     users: dict[SSAValue, set[int]] = {}
     for i, piece in enumerate(pieces):
         members = groups[piece] if isinstance(piece, int) else [piece]

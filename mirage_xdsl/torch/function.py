@@ -104,6 +104,10 @@ def search(module: ModuleOp, **options: Any) -> ModuleOp:
         raise MirageError(
             "error: this installation has no search (mirage_xdsl.superoptimize)"
         )
+    if "measure" not in options:
+        from mirage_xdsl.passes.superoptimize import resolve_measure
+
+        options["measure"] = resolve_measure("auto")
     return superoptimize_module(module, **options)
 
 
@@ -115,7 +119,9 @@ def superoptimize(
     """Capture ``fn``, search for its best µGraph, and return it as a callable.
 
     ``search_options`` go to :func:`mirage_xdsl.superoptimize` unchanged
-    (grid dims, for-loop ranges, budgets...). The result takes the same
+    (grid dims, for-loop ranges, budgets...). Without ``measure``, candidates
+    are timed on the GPU when one is visible and ranked by the cost model
+    otherwise, as the ``superoptimize`` pass does by default. The result takes the same
     tensors as ``fn`` and returns the same structure.
     """
     captured = capture_program(fn, example_inputs)
