@@ -35,6 +35,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     prop_def,
     region_def,
     result_def,
@@ -57,7 +58,19 @@ ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 - ``sum``: also sums the last dim (kept with size 1);
 - ``mean``: ``sum`` divided by the full last-dim length (tile x iterations);
 - ``rms``: ``sqrt(mean(x^2))`` over the last dim and all iterations.
+
+With a ``shift`` operand (``none`` and ``sum`` only), each iteration's tile is
+weighted by ``exp(shift_t - M)`` before it is added, where ``M`` is the
+maximum of the shift over all iterations (element by element): the online
+softmax. A block computes ``p_t = exp(s_t - m_t)`` against its own row
+maximum ``m_t``; accumulating ``p_t · V`` and the row sums of ``p_t`` with
+shift ``m_t`` rescales every earlier iteration to the running maximum, so
+nothing overflows and the quotient is softmax's.
 """
+
+SHIFTABLE_REDUCTIONS = ("none", "sum")
+"""The reductions a ``shift`` may weight (a mean or RMS of rescaled terms is
+no quantity anyone needs)."""
 
 
 IN_BLOCK_GRAPH = HasParent(CustomizedOp)
@@ -175,28 +188,39 @@ class OutputOp(IRDLOperation):
 
 @irdl_op_definition
 class ForloopAccumOp(IRDLOperation):
-    """Accumulates a per-iteration tile across the for-loop (see ACCUM_REDUCTIONS)."""
+    """Accumulates a per-iteration tile across the for-loop (see ACCUM_REDUCTIONS).
+
+    The optional ``shift`` (one value per row: the input's shape with a last
+    dim of 1) makes it the rescaling accumulation of the online softmax.
+    """
 
     name = "block.forloop_accum"
     KIND: ClassVar[str] = "forloop_accum"
 
     input = operand_def(TensorType)
+    shift = opt_operand_def(TensorType)
     reduce = prop_def(StringAttr)
     result = result_def(TensorType)
 
     assembly_format = (
-        "$input `reduce` $reduce attr-dict `:` type($input) `->` type($result)"
+        "$input (`shift` $shift^)? `reduce` $reduce attr-dict `:` type($input) "
+        "(`,` type($shift)^)? `->` type($result)"
     )
 
     traits = traits_def(IN_BLOCK_GRAPH)
 
-    def __init__(self, input: SSAValue | Operation, reduce: str = "none"):
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        reduce: str = "none",
+        shift: SSAValue | Operation | None = None,
+    ):
         input = SSAValue.get(input)
         shape = t.tensor_shape(input)
         if reduce != "none":
             shape = (*shape[:-1], 1)
         super().__init__(
-            operands=[input],
+            operands=[input, [] if shift is None else [SSAValue.get(shift)]],
             result_types=[t.result_type_like(input, shape)],
             properties={"reduce": StringAttr(reduce)},
         )
@@ -204,6 +228,11 @@ class ForloopAccumOp(IRDLOperation):
     @property
     def reduction(self) -> str:
         return self.reduce.data
+
+    @property
+    def shifted(self) -> bool:
+        """Whether this is an online-softmax (rescaling) accumulation."""
+        return self.shift is not None
 
     def verify_(self) -> None:
         t.check_float_tensors(self)
@@ -213,9 +242,26 @@ class ForloopAccumOp(IRDLOperation):
                 f"got '{self.reduction}'"
             )
         shape = t.tensor_shape(self.input)
+        if self.shift is not None:
+            self._verify_shift(shape)
         if self.reduction != "none":
             shape = (*shape[:-1], 1)
         t.check_result_shape(self, shape)
+
+    def _verify_shift(self, shape: tuple[int, ...]) -> None:
+        if self.reduction not in SHIFTABLE_REDUCTIONS:
+            raise VerifyException(
+                f"'{self.name}' with a shift must reduce "
+                f"{' or '.join(repr(r) for r in SHIFTABLE_REDUCTIONS)}, "
+                f"got '{self.reduction}'"
+            )
+        want = (*shape[:-1], 1)
+        got = t.tensor_shape(self.shift)
+        if got != want:
+            raise VerifyException(
+                f"'{self.name}' shift must have shape {list(want)} (one value "
+                f"per row of the input), got {list(got)}"
+            )
 
 
 @irdl_op_definition

@@ -70,6 +70,14 @@ def phases_of(customized: Operation) -> dict[SSAValue, Phase]:
             raise OpVerifyError(
                 op, f"'{op.name}' accumulates a value that is already accumulated"
             )
+        if op.name == "block.forloop_accum" and any(
+            phases[v] == Phase.POST for v in op.operands[1:]
+        ):
+            raise OpVerifyError(
+                op,
+                f"'{op.name}' shift is an accumulated value; it must be a "
+                "per-iteration or loop-invariant one",
+            )
         for r in op.results:
             phases[r] = phase
     return phases

@@ -87,7 +87,7 @@ class KernelLowering:
         self.stages = plan.stages
         for v, lay in plan.layouts.items():
             mem = self.b.value(SharedAllocOp(plan.offsets[v], lay.memref_type()))
-            self.tiles[v] = TileRef(mem, lay.shape)
+            self.tiles[v] = TileRef(mem, dims(v.type))  # a running maximum lies beyond
             if lay.stages:
                 self.staged_tiles.add(v)
         return plan.total

@@ -124,8 +124,8 @@ def fused_accumulations(
 ) -> dict[block.MatmulOp, block.ForloopAccumOp]:
     """Loop matmuls whose product is added straight into its accumulator.
 
-    Only a plain (``"none"``) accumulator that is the product's only user
-    qualifies, and only with more than one iteration.
+    Only a plain (``"none"``, unshifted) accumulator that is the product's
+    only user qualifies, and only with more than one iteration.
     """
     return {
         o: o.results[0].get_user_of_unique_use()
@@ -135,6 +135,7 @@ def fused_accumulations(
         and o.results[0].has_one_use()
         and isinstance(o.results[0].get_user_of_unique_use(), block.ForloopAccumOp)
         and o.results[0].get_user_of_unique_use().reduction == "none"  # type: ignore[union-attr]
+        and not o.results[0].get_user_of_unique_use().shifted  # type: ignore[union-attr]
     }
 
 

@@ -173,7 +173,11 @@ def tile_storage(
             assert isinstance(ty, TensorType)
             post = phases[r] == Phase.POST
             dtype = ACCUMULATOR_TYPE if post else ty.element_type
-            out[r] = (layout_for(dims(ty), dtype, r in ldmatrix), is_staged(o))
+            shape = dims(ty)
+            if isinstance(o, block.ForloopAccumOp) and o.shifted:
+                # One more column per row holds the shift's running maximum.
+                shape = (*shape[:-1], shape[-1] + 1)
+            out[r] = (layout_for(shape, dtype, r in ldmatrix), is_staged(o))
     return out
 
 

@@ -173,6 +173,12 @@ class KernelPrinter:
             for v in [*self.op.operands, *self.op.results]
         )
         self.fused_accums: dict[Operation, Operation] = {}
+        self.running_max: dict[SSAValue, tuple[str, str, str]] = {}
+        """Per shift of a shifted accumulation: the names of its running
+        maximum, and of this iteration's weights for the old sums and the new
+        term (``print_shifted_accum``)."""
+        self.loop_tail: list[str] = []
+        """Lines that end each iteration, after every accumulator is updated."""
 
     # -- helpers ------------------------------------------------------------
 
@@ -538,7 +544,76 @@ class KernelPrinter:
             acc, t.tensor_shape(op.result), padded, False, False, dtype_name(op.result)
         )
 
+    def shift_weights(self, shift: SSAValue) -> tuple[str, str]:
+        """This iteration's weights for a shift: ``exp(run - new)`` for what
+        is summed so far and ``exp(shift - new)`` for the new term, ``new``
+        being the running maximum with this iteration's shift included.
+
+        Accumulators with the same shift share the running maximum; it takes
+        its new value at the end of the iteration, after all of them read the
+        old one."""
+        if shift not in self.running_max:
+            m = self.values[shift]
+            m = self.to_shape(m, self.tile_of(shift.owner), Phase.LOOP)  # type: ignore[arg-type]
+            run, new = self.fresh("run"), self.fresh("top")
+            old_w, new_w = self.fresh("wold"), self.fresh("wnew")
+            self.pre.append(
+                f"{run} = tl.full({shape_str(m.padded)}, float('-inf'), tl.float32)"
+                "  # running maximum of a shift"
+            )
+            self.loop += [
+                f"{new} = tl.maximum({run}, {self.f32(m)})",
+                f"{old_w} = tl.exp({run} - {new})",
+                f"{new_w} = tl.exp({self.f32(m)} - {new})",
+            ]
+            self.loop_tail.append(f"{run} = {new}")
+            self.running_max[shift] = (run, old_w, new_w)
+        _, old_w, new_w = self.running_max[shift]
+        return old_w, new_w
+
+    def print_shifted_accum(self, op: block.ForloopAccumOp) -> None:
+        """The online softmax's accumulation: every iteration scales the sum
+        so far by ``exp(run - new)`` and adds the new term scaled by
+        ``exp(shift - new)``, so it always holds the terms weighted by
+        ``exp(shift_t - running maximum)``; after the loop the maximum is the
+        shift's maximum over all iterations, as ``block.forloop_accum`` says.
+
+        Padded rows may hold any finite shift, so the result is not taken to
+        be clean."""
+        assert op.shift is not None
+        x = self.values[op.input]
+        padded = self.tile_of(op)
+        real = t.tensor_shape(op.result)
+        rank = len(real)
+        acc = self.fresh("acc")
+        self.pre.append(
+            f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
+            f"# {op.name} {op.reduction}, shifted"
+        )
+        if op.reduction == "none":
+            term = Value(self.f32(x), x.real, x.padded, x.clean, False, x.dtype)
+        else:
+            v = self.masked(x, Phase.LOOP) if x.padded[-1] > x.real[-1] else x
+            name = self.fresh("u")
+            self.loop.append(
+                f"{name} = tl.sum({self.f32(v)}, axis={rank - 1}, keep_dims=True)"
+            )
+            term = Value(name, real, (*v.padded[:-1], 1), v.clean, False, x.dtype)
+        term = self.to_shape(term, padded, Phase.LOOP)
+        old_w, new_w = self.shift_weights(op.shift)
+        self.loop.append(f"{acc} = {acc} * {old_w} + {self.f32(term)} * {new_w}")
+        self.values[op.result] = Value(
+            acc, real, padded, False, False, dtype_name(op.result)
+        )
+
     def print_accum(self, op: block.ForloopAccumOp) -> None:
+        if op.shift is not None and Phase.LOOP in (
+            self.phases[op.input],
+            self.phases[op.shift],
+        ):
+            self.print_shifted_accum(op)
+            return
+        # A shift that is the same on every iteration weights each by 1.
         x = self.values[op.input]
         source_phase = self.phases[op.input]
         padded = self.tile_of(op)
@@ -603,6 +678,7 @@ class KernelPrinter:
             if (
                 isinstance(op, block.ForloopAccumOp)
                 and op.reduction == "none"
+                and not op.shifted
                 and self.phases[op.input] == Phase.LOOP
                 and isinstance(op.input.owner, block.MatmulOp)
                 and op.input.has_one_use()
@@ -665,10 +741,10 @@ class KernelPrinter:
         if self.loop:
             if forloop > 1:
                 body.append(f"for it in range(0, {forloop}):")
-                body += ["    " + line for line in self.loop]
+                body += ["    " + line for line in self.loop + self.loop_tail]
             else:
                 body.append("it = 0")
-                body += self.loop
+                body += self.loop + self.loop_tail
         body += self.post
         text = "\n".join(header + ["    " + line for line in body]) + "\n"
         return text.replace("SCRATCH_PER_BLOCK", str(self.scratch_elems))

@@ -72,6 +72,9 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
         keep = range(rank) if op.reduction == "none" else range(rank - 1)  # type: ignore[attr-defined]
         for d in keep:
             classes.union((op.operands[0], d), (result, d))
+        for shift in op.operands[1:]:  # one value per row of the input
+            for d in range(rank - 1):
+                classes.union((shift, d), (op.operands[0], d))
     elif kind in t.BINARY_KINDS or kind in t.UNARY_KINDS or kind in t.SCALAR_KINDS:
         for v in op.operands:
             _tie_same_extent(classes, v, result)

@@ -286,6 +286,30 @@ def _gqa_one_kernel(batch: int, scale: int, qknorm: bool) -> ModuleOp:
     return _finish(g, *g.customized([q, k, v], bg))
 
 
+def build_gqa_online_softmax(batch: int, scale: int = 1) -> ModuleOp:
+    """GQA as one kernel with the online softmax: no exp overflows.
+
+    As :func:`build_gqa_single_kernel`, but each iteration takes the row
+    maximum ``m`` of its scores and exponentiates ``Q·K - m``; the two
+    accumulators are shifted by ``m``, so the kernel keeps the running maximum
+    and rescales what it has summed whenever it grows. The quotient is the
+    plain program's softmax, which the verifier proves whatever the maxima are.
+    """
+    g, (q, k, v) = _program("gqa", batch, scale)
+    queries, _ = _dims(scale)
+    bg = new_threadblock_graph((2, _div_down(queries, 4), batch), forloop_range=16)
+    bq = bg.new_input(q, (1, 2, 0), -1)
+    bk = bg.new_input(k, (1, -1, 0), 3)
+    bv = bg.new_input(v, (1, -1, 0), 2)
+    scores = bg.matmul(bq, bk)
+    top = bg.reduce_max(scores, 3)
+    e = bg.exp(bg.add(scores, bg.neg(top)))
+    acc_o = bg.forloop_accum(bg.matmul(e, bv), shift=top)
+    acc_s = bg.forloop_accum(e, "sum", shift=top)
+    bg.new_output(bg.div(acc_o, acc_s), (1, 2, 0))
+    return _finish(g, *g.customized([q, k, v], bg))
+
+
 def build_gqa_single_kernel(batch: int, scale: int = 1) -> ModuleOp:
     """GQA as one kernel: each block owns a slice of queries of one head and
     loops over *all* keys, accumulating exp(QK)V and the row sums of exp(QK);
@@ -482,6 +506,7 @@ HANDWRITTEN: dict[str, tuple[str, Callable[..., ModuleOp]]] = {
     "gqa_flashdecoding": ("gqa", build_gqa_flashdecoding),
     "rmsnorm_linear_fused": ("rmsnorm_linear", build_rmsnorm_linear_fused),
     "gqa_single_kernel": ("gqa", build_gqa_single_kernel),
+    "gqa_online_softmax": ("gqa", build_gqa_online_softmax),
     "qknorm_gqa_fused": ("qknorm_gqa", build_qknorm_gqa_fused),
     "rmsnorm_linear_splitk": ("rmsnorm_linear", build_rmsnorm_linear_splitk),
     "lora_fused": ("lora", build_lora_fused),

@@ -9,7 +9,10 @@ both backends (``tests/test_lowering.py``, ``tests/test_triton.py``) and
 - :func:`blocked_softmax_module`: the safe softmax as one customized kernel
   whose blocks own whole rows, optionally with its element-wise chain fused
   into a thread graph;
-- :func:`attention_module`: ``softmax(Q·K)·V``, plain or safe.
+- :func:`attention_module`: ``softmax(Q·K)·V``, plain or safe;
+- :func:`online_attention_module`: the same as one customized kernel that
+  loops over the keys with the online softmax (shifted accumulations), and
+  :func:`reference_attention`, its exact answer.
 
 Row lengths need not be powers of two (Triton pads them) and may be shorter
 than a warp (the CUDA lowering then gives each row to one thread).
@@ -68,6 +71,46 @@ def attention_module(
     v = g.new_input((batch, keys, head))
     g.mark_output(g.matmul(_softmax(g, g.matmul(q, k), 2, safe), v))
     return g.module()
+
+
+def online_attention_module(
+    batch: int = 2,
+    queries: int = 20,
+    keys: int = 96,
+    head: int = 16,
+    forloop: int = 3,
+    grid: int = 2,
+    shift_sums: bool = True,
+) -> ModuleOp:
+    """``softmax(Q·K)·V`` as one kernel: ``grid`` blocks of query rows per
+    batch, each looping over the keys in ``forloop`` tiles. Each iteration
+    exponentiates its scores less their row maximum and both accumulators are
+    shifted by it (the online softmax). ``shift_sums=False`` leaves the row
+    sums unshifted, a program whose shift does not cancel. The default sizes
+    pad every tile in Triton (20 rows, 32 keys, head 16)."""
+    g = new_kernel_graph("online_attention")
+    q = g.new_input((batch, queries, head))
+    k = g.new_input((batch, head, keys))
+    v = g.new_input((batch, keys, head))
+    bg = new_threadblock_graph((batch, grid, 1), (128, 1, 1), forloop)
+    bq = bg.new_input(q, (0, 1, -1), -1)
+    bk = bg.new_input(k, (0, -1, -1), 2)
+    bv = bg.new_input(v, (0, -1, -1), 1)
+    scores = bg.matmul(bq, bk)
+    top = bg.reduce_max(scores, 2)
+    e = bg.exp(bg.add(scores, bg.neg(top)))
+    acc_o = bg.forloop_accum(bg.matmul(e, bv), shift=top)
+    acc_s = bg.forloop_accum(e, "sum", shift=top if shift_sums else None)
+    bg.new_output(bg.div(acc_o, acc_s), (0, 1, -1))
+    (out,) = g.customized([q, k, v], bg)
+    g.mark_output(out)
+    return g.module()
+
+
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``softmax(Q·K)·V`` in float64, the softmax shifted (the exact answer)."""
+    scores = np.asarray(q, np.float64) @ np.asarray(k, np.float64)
+    return reference_softmax(scores) @ np.asarray(v, np.float64)
 
 
 def reference_softmax(x: np.ndarray) -> np.ndarray:

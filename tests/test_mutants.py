@@ -133,19 +133,26 @@ def test_activation_on_the_wrong_argument_is_rejected(kind: str) -> None:
 
 
 def _softmax_sources():
-    from softmax_program import attention_module, blocked_softmax_module, softmax_module
+    from softmax_program import (
+        attention_module,
+        blocked_softmax_module,
+        online_attention_module,
+        softmax_module,
+    )
 
     yield softmax_module((8, 32)), softmax_module((8, 32), safe=False)
     yield blocked_softmax_module((8, 32), 2), softmax_module((8, 32), safe=False)
     plain = attention_module(1, 8, 32, 8, safe=False)
     yield attention_module(1, 8, 32, 8), plain
+    yield online_attention_module(1, 8, 32, 8, forloop=2), plain
 
 
 def test_safe_softmax_mutants_are_rejected() -> None:
-    """Mutants of the safe softmax (kernel ops and one customized kernel) and
-    of safe attention, each against the plain program: every mutant the float
+    """Mutants of the safe softmax (kernel ops and one customized kernel), of
+    safe attention and of attention with the online softmax (one kernel
+    looping over the keys), each against the plain program: every mutant the float
     check tells apart is rejected, the maximum swapped for a sum or taken
-    over the wrong dim included. Mutants that only change the shift (the
+    over the wrong dim, and an accumulation's shift dropped, included. Mutants that only change the shift (the
     maximum doubled or replaced by a sum, its negation dropped or swapped for
     an activation) leave the softmax unchanged: the float check agrees, and
     the verifier proves each equal, since every row constant cancels."""
@@ -163,6 +170,7 @@ def test_safe_softmax_mutants_are_rejected() -> None:
             checked[mutant.description.split(": ")[1].split(" ")[0]] += 1
     assert sum(checked.values()) >= MIN_MUTANTS
     assert checked["reduce"] >= 3
+    assert checked["shift"] == 2  # either accumulation of the online softmax
     assert excluded < sum(checked.values())
 
 

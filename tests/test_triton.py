@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from activation_program import activation_module
-from softmax_program import blocked_softmax_module, softmax_module
+from softmax_program import (
+    blocked_softmax_module,
+    online_attention_module,
+    softmax_module,
+)
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.ir.context import make_context
@@ -171,11 +175,14 @@ def test_interpreted_safe_softmax_handles_large_inputs() -> None:
     against the exact float64 softmax: every safe form (kernel ops, one
     customized kernel, its thread graph; rows padded from 100 to 128, rows
     shorter than a warp, a 3-d tensor) is accurate, while the plain program's
-    separate exp kernel overflows fp16, so the inputs do test the shift."""
+    separate exp kernel overflows fp16, so the inputs do test the shift.
+    Attention with the online softmax (one kernel looping over the keys,
+    every tile padded) is accurate in both matmul forms too."""
     rows = _interpret("softmax", "0")
     safe = [r for r in rows if "plain" not in r["case"]]
     plain = [r for r in rows if "plain" in r["case"]]
-    assert len(safe) == 9 and len(plain) == 3
+    online = [r for r in rows if r["case"] == "online attention"]
+    assert len(safe) == 11 and len(plain) == 3 and len(online) == 2
     assert not _failures(safe)
     assert all(np.isnan(r["errors"][0]) for r in plain)
 
@@ -237,6 +244,18 @@ def test_safe_softmax_compiles_to_cubin(fused: bool) -> None:
             _check_compiled(compiled)
     source = generate_triton(blocked_softmax_module(fused=fused)).source
     assert "tl.max(tl.where(" in source and "float('-inf')" in source
+
+
+def test_online_attention_compiles_to_cubin() -> None:
+    """The shifted accumulations keep one running maximum per shift, carried
+    through the loop, and rescale both sums every iteration; each form
+    compiles for sm_90."""
+    module = online_attention_module()
+    for compiled in _compile_all_forms(module):
+        _check_compiled(compiled)
+    source = generate_triton(module).source
+    assert source.count("float('-inf'), tl.float32)  # running maximum") == 1
+    assert source.count("tl.maximum(run") == 1 and source.count(" * wold") == 2
 
 
 # --- the runtime launches Triton kernels like any other --------------------------

@@ -185,6 +185,28 @@ def test_safe_attention_is_proved_equal_to_plain_attention() -> None:
     assert verdict.false_positive_bound <= TARGET_BOUND
 
 
+def test_online_softmax_attention_is_proved_equal_to_plain_attention() -> None:
+    """One kernel looping over the keys, each iteration shifted by its own
+    row maximum and both sums rescaled to the running one (shifted
+    accumulations), is proved equal to the plain and the safe program within
+    the target bound; with the row sums left unshifted, the shifts no longer
+    cancel, and the verifier and the float check both say so."""
+    from softmax_program import attention_module, online_attention_module
+
+    online = online_attention_module()
+    for other in (
+        attention_module(2, 20, 96, 16, safe=False),
+        attention_module(2, 20, 96, 16),
+    ):
+        verdict = equivalent(online, other)
+        assert verdict.equivalent, verdict.reason
+        assert verdict.false_positive_bound <= TARGET_BOUND
+        assert float_check(online, other).agree
+    wrong = online_attention_module(shift_sums=False)
+    assert not equivalent(wrong, attention_module(2, 20, 96, 16)).equivalent
+    assert not float_check(wrong, online).agree
+
+
 def test_a_shift_that_does_not_cancel_is_rejected() -> None:
     """exp(x - max(x)) / sum(exp(x)) is not softmax, exp(x - max(x)) is not
     exp(x), and a shift by another row's maximum (a column maximum) does not

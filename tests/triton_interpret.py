@@ -143,6 +143,8 @@ def softmax_cases() -> None:
     from softmax_program import (
         blocked_softmax_module,
         large_inputs,
+        online_attention_module,
+        reference_attention,
         reference_softmax,
         softmax_module,
     )
@@ -158,6 +160,12 @@ def softmax_cases() -> None:
         }
         for name, module in programs.items():
             check(f"softmax {name} {list(shape)}", module, [x], ref)
+    module = online_attention_module()
+    q, k, v = (
+        large_inputs(tuple(a.type.get_shape()), seed, 2.0)
+        for seed, a in enumerate(module.body.block.ops.first.args)
+    )
+    check("online attention", module, [q, k, v], [reference_attention(q, k, v)])
 
 
 def layout_cases() -> None:

@@ -207,8 +207,13 @@ class BlockGraph(_Builder):
         tile = t.result_type_like(dtensor, shape)
         return self._add(block.InputOp(arg, input_map, forloop_dim, tile))
 
-    def forloop_accum(self, value: SSAValue, reduce: str = "none") -> SSAValue:
-        return self._add(block.ForloopAccumOp(value, reduce))
+    def forloop_accum(
+        self, value: SSAValue, reduce: str = "none", shift: SSAValue | None = None
+    ) -> SSAValue:
+        """Accumulate ``value`` over the for-loop; with ``shift`` (one value per
+        row), weight each iteration by ``exp(shift - max over iterations)``,
+        the online softmax's rescaling (``block.ACCUM_REDUCTIONS``)."""
+        return self._add(block.ForloopAccumOp(value, reduce, shift))
 
     def concat(self, a: SSAValue, b: SSAValue, dim: int) -> SSAValue:
         return self._add(block.ConcatOp(a, b, dim))

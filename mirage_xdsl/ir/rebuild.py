@@ -55,7 +55,8 @@ def rebuild_op(op: Operation, operands: Sequence[SSAValue]) -> Operation:
     if isinstance(op, t.TensorOp):
         return make_op(type(op), operands, dict(op.properties))
     if isinstance(op, block.ForloopAccumOp):
-        return block.ForloopAccumOp(operands[0], op.reduction)
+        shift = operands[1] if len(operands) > 1 else None
+        return block.ForloopAccumOp(operands[0], op.reduction, shift)
     if isinstance(op, block.OutputOp):
         return block.OutputOp(operands[0], op.output_map)
     if isinstance(op, thread.YieldOp):

@@ -113,6 +113,8 @@ def _accumulate_pieces(
     """
     if kind != "forloop_accum" or attrs.get("reduction") != "none":
         return None
+    if len(operands) != 1:  # a shifted accumulation weights before it adds
+        return None
     (x,) = operands
     if getattr(x, "head", None) != "concat":
         return None

@@ -72,6 +72,10 @@ def evaluate(
                 d = attrs["dim"] - attrs["rank"]
                 return np.concatenate(_broadcast_except(x, args[1], d), axis=d)
             case "forloop_accum":
+                if len(args) > 1:  # exp(shift_t - max_t shift_t) per iteration
+                    m = args[1]
+                    top = np.max(m, axis=ITERATION_AXIS, keepdims=True)
+                    x = x * np.exp(m - top)
                 count = x.shape[-1] * x.shape[ITERATION_AXIS]
                 r = attrs["reduction"]
                 if r == "none":

@@ -156,7 +156,8 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
     if op.kind in (*t.REDUCE_KINDS, "concat"):
         return getattr(builder, op.kind)(*args, op.attr("dim"))
     if op.kind == "forloop_accum":
-        return builder.forloop_accum(args[0], op.attr("reduction"))
+        shift = args[1] if len(args) > 1 else None
+        return builder.forloop_accum(args[0], op.attr("reduction"), shift)
     if op.kind == "transpose":
         return builder.transpose(args[0], op.attr("dim0"), op.attr("dim1"))
     if op.kind == "reshape":

@@ -6,7 +6,8 @@ is held as one array of shape ``(grid_x, grid_y, grid_z, iterations, *tile)``.
 The leading axes index the thread block, the fourth the for-loop iteration
 (size 1 for values that do not vary with it), and the rest is the tile one
 block sees. ``block.input`` cuts a device tensor into exactly these tiles,
-``block.forloop_accum`` sums over the iteration axis, and ``block.output``
+``block.forloop_accum`` sums over the iteration axis (weighting each
+iteration by ``exp(shift_t - max shift)`` when it has a shift), and ``block.output``
 stitches tiles back by ``omap``. Tile-level ops use negative axes, so the same
 implementation serves kernel, block and thread levels.
 
@@ -200,6 +201,8 @@ def _accumulated_matmul(
     user = uses[0].operation
     if not isinstance(user, block.ForloopAccumOp) or user.reduction != "none":
         return None
+    if user.shifted:  # each product is weighted first
+        return None
     varies = any(a.shape[ITERATION_AXIS] > 1 for a in args)
     return user if varies and args[0].ndim == args[1].ndim else None
 
@@ -229,6 +232,20 @@ def accumulate_matmul(domain: Domain, x: np.ndarray, y: np.ndarray) -> np.ndarra
     return product.reshape(
         *product.shape[:ITERATION_AXIS], 1, *product.shape[ITERATION_AXIS:]
     )
+
+
+def shift_weights(domain: Domain, shift: np.ndarray) -> np.ndarray:
+    """``exp(shift_t - M)`` per iteration ``t``, ``M`` the maximum over all
+    iterations: the factor that brings iteration ``t``'s terms, computed
+    against their own shift, to the common one (the online softmax).
+
+    ``M`` is the domain's ``reduce_max`` along the iteration axis, so in the
+    finite field it is a keyed random function of the shifts, and the weights
+    are exact powers of the exp generator whatever it is
+    (``docs/verifier.md``).
+    """
+    top = domain.reduce_max(shift, ITERATION_AXIS - shift.ndim)
+    return domain.exp(domain.add(shift, domain.neg(top)))
 
 
 def _tensor_impl(op_type: type[Operation]) -> Callable[..., Any]:
@@ -287,9 +304,11 @@ class MirageFunctions(InterpreterFunctions):
     ) -> tuple[Any, ...]:
         x = args[0]
         forloop = op.parent_op().forloop  # type: ignore[union-attr]
+        d = self.domain
+        if op.shifted:
+            x = d.mul(shift_weights(d, args[1]), x)
         iterations = forloop if x.shape[ITERATION_AXIS] == 1 else 1
         count = x.shape[-1] * x.shape[ITERATION_AXIS]
-        d = self.domain
         match op.reduction:
             case "none":
                 acc = d.sum(x, (ITERATION_AXIS,))

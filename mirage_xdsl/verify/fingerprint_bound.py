@@ -336,6 +336,25 @@ class _Walk:
             )
         raise NotImplementedError(f"no degree rule for '{op.name}'")
 
+    def shift_weights(self, shift: Deg, varying: bool, forloop: int) -> Deg:
+        """``exp(shift - M)``, ``M`` the shift's maximum over the iterations: a
+        row function of the shifts (one fresh sqrt-group variable per row, as
+        ``reduce_max``), then an exp atom."""
+        self.sqrt_arg = max(self.sqrt_arg, shift.total())
+        self.sqrt_args_pure &= not shift.has_atoms()
+        self.row_atoms = True
+        fan = shift.sqrt_fan * (forloop if varying else 1)
+        top = Deg(
+            shift.shape,
+            (0, 0, 1),
+            ZERO,
+            True,
+            shift.all_axes(),
+            shift.ones() & shift.atoms_const(),
+            fan + 1,
+        )
+        return self.exp(self.add(shift, top, shift.shape))
+
     def forloop_accum(self, op: Operation, x: Deg, varying: bool, forloop: int) -> Deg:
         if varying and forloop > 1:
             # Iterations see different tiles: their denominators and sqrt atoms
@@ -383,7 +402,10 @@ class _Walk:
                     )
                 )
             elif inner.name == "block.forloop_accum":
-                varying = phases[inner.operands[0]] == Phase.LOOP
+                varying = any(phases[v] == Phase.LOOP for v in inner.operands)
+                if len(ins) > 1:
+                    weights = self.shift_weights(ins[1], varying, op.forloop)  # type: ignore[attr-defined]
+                    ins[0] = self.mul(weights, ins[0], ins[0].shape)
                 env[inner.results[0]] = self.forloop_accum(
                     inner,
                     ins[0],

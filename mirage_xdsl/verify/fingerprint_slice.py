@@ -62,11 +62,24 @@ def _reads_q(op: Operation) -> bool:
     return isinstance(op, block.ForloopAccumOp) and op.reduction == "rms"
 
 
+def _q_operands(op: Operation) -> tuple[SSAValue, ...]:
+    """The operands whose Z_q residues ``op`` reads: the argument of an exp or
+    a hash, and a shifted accumulation's shift (hashed to its maximum over
+    the iterations, then an exponent)."""
+    if isinstance(op, block.ForloopAccumOp) and op.shift is not None:
+        return (op.shift,)
+    return tuple(op.operands[:1]) if _reads_q(op) else ()
+
+
 def _makes_exp(op: Operation) -> bool:
-    return getattr(op, "KIND", None) in EXP_KINDS or any(
-        getattr(inner, "KIND", None) in EXP_KINDS
-        for region in op.regions
-        for inner in region.walk()
+    return _makes_exp_here(op) or any(
+        _makes_exp_here(inner) for region in op.regions for inner in region.walk()
+    )
+
+
+def _makes_exp_here(op: Operation) -> bool:
+    return getattr(op, "KIND", None) in EXP_KINDS or (
+        isinstance(op, block.ForloopAccumOp) and op.shift is not None
     )
 
 
@@ -82,8 +95,8 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
             continue
         operand_sources = [sources.get(v, frozenset()) for v in op.operands]
         union = frozenset().union(*operand_sources)
-        if _reads_q(op) and op.operands:
-            read |= sources.get(op.operands[0], frozenset())
+        for value in _q_operands(op):
+            read |= sources.get(value, frozenset())
         for region in op.regions:
             for blk in region.blocks:
                 positional = len(blk.args) == len(op.operands)

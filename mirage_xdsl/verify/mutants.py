@@ -134,11 +134,20 @@ def _output_edits(op: block.OutputOp) -> Iterator[tuple[str, Edit]]:
 
 
 def _accum_edits(op: block.ForloopAccumOp) -> Iterator[tuple[str, Edit]]:
+    if op.shifted:
+        yield "shift dropped", _drop_shift
     if op.reduction == "none":
         return
     for r in REDUCTIONS:
         if r != op.reduction:
             yield f"reduce {r}", _set_prop("reduce", StringAttr(r))
+
+
+def _drop_shift(clone: Operation) -> None:
+    """The online softmax's rescaling left out of one accumulation: its terms
+    keep the shifts of their own iterations."""
+    assert isinstance(clone, block.ForloopAccumOp)
+    Rewriter.replace_op(clone, block.ForloopAccumOp(clone.input, clone.reduction))
 
 
 def _other_constants(c: float) -> list[float]:

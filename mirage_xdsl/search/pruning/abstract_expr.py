@@ -408,14 +408,26 @@ def rms_norm(x: Expr, shape: Shape, eps: float = 0.0) -> Expr:
     return pointwise(div, [x, norm], [shape, norm_shape])
 
 
-def forloop_accum(x: Expr, shape: Shape, attrs: Mapping[str, object]) -> Expr:
+def forloop_accum(
+    x: Expr,
+    shape: Shape,
+    attrs: Mapping[str, object],
+    shift: tuple[Expr, Shape] | None = None,
+) -> Expr:
     """Accumulation over ``forloop`` iterations (see ``block.ACCUM_REDUCTIONS``).
 
     Adding a tile over F iterations is ``sum(F, x)`` whether or not the tile
     varies with the iteration. ``mean`` and ``rms`` divide by the number of
     elements they saw (dropped); a loop-invariant tile (``loop_invariant``)
-    is seen once, so they then reduce only the tile's last dim.
+    is seen once, so they then reduce only the tile's last dim. A ``shift``
+    ``m`` weights each term by ``exp(m - max(m))``, the maximum taken over
+    the iterations.
     """
+    if shift is not None:
+        m, m_shape = shift
+        top = unary_head("max")(m)
+        weight = exp(add(m, unary_head("neg")(top)))
+        x = pointwise(mul, [weight, x], [m_shape, shape])
     reduction = str(attrs.get("reduction", "none"))
     forloop = int(attrs.get("forloop", 1))  # type: ignore[call-overload]
     invariant = bool(attrs.get("loop_invariant", False))
@@ -484,7 +496,9 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     "concat": lambda xs, shapes, attrs: concat_op(
         xs[0], xs[1], shapes[0], shapes[1], _dim(attrs)
     ),
-    "forloop_accum": lambda xs, shapes, attrs: forloop_accum(xs[0], shapes[0], attrs),
+    "forloop_accum": lambda xs, shapes, attrs: forloop_accum(
+        xs[0], shapes[0], attrs, (xs[1], shapes[1]) if len(xs) > 1 else None
+    ),
     # Layout ops move elements and compute nothing: the term is kept. (The
     # search never sees them: it works on the segments between them.)
     "transpose": lambda xs, shapes, attrs: xs[0],
