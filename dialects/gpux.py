@@ -14,14 +14,15 @@ NVIDIA tensor-core kernel needs beyond those, one op per hardware primitive:
   converting the element type if source and destination differ;
 - ``gpux.ldmatrix``: load 8x8 b16 matrices from shared memory into a warp's
   fragments (``.x1/.x2/.x4``, optionally transposed);
-- ``gpux.mma``: ``mma.sync.aligned.m16n8k16`` with f16 operands and f32
-  accumulators;
+- ``gpux.mma``: ``mma.sync.aligned.m16n8k16`` with f16 or bf16 operands and
+  f32 accumulators;
 - ``gpux.shfl_xor``: a butterfly warp shuffle, for warp reductions.
 
 Fragments are builtin vectors: an A fragment is ``vector<8xf16>`` (four 32-bit
 registers), a B fragment ``vector<4xf16>`` and an accumulator
 ``vector<4xf32>``, laid out per thread as the PTX ISA specifies for
-``mma.m16n8k16``.
+``mma.m16n8k16``; bf16 fragments are the same with ``bf16`` elements (the
+layouts depend only on the 16-bit width).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
+    BFloat16Type,
     BoolAttr,
     Float16Type,
     Float32Type,
@@ -40,7 +42,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     VectorType,
-    f16,
     f32,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -74,10 +75,20 @@ class MemorySpaceAttr(EnumAttribute[MemorySpace], SpacedOpaqueSyntaxAttribute):
 
 WORKGROUP = MemorySpaceAttr(MemorySpace.WORKGROUP)
 
-MMA_A = VectorType(f16, [8])
-MMA_B = VectorType(f16, [4])
 MMA_C = VectorType(f32, [4])
+MMA_OPERAND_TYPES = (Float16Type, BFloat16Type)
+"""Element types tensor cores multiply (``ldmatrix`` moves any 16-bit type)."""
 COPY_BYTES = (4, 8, 16)
+
+
+def is_mma_operand(ty: Attribute) -> bool:
+    """Whether ``ty`` is an element type of ``mma.m16n8k16`` operands."""
+    return isinstance(ty, MMA_OPERAND_TYPES)
+
+
+def fragment(element: Attribute, lanes: int) -> VectorType:
+    """The fragment type holding ``lanes`` elements of an operand type."""
+    return VectorType(element, [lanes])
 
 
 def is_shared(memref: SSAValue | Attribute) -> bool:
@@ -266,7 +277,7 @@ class LdmatrixOp(IRDLOperation):
     ):
         super().__init__(
             operands=[src, list(indices)],
-            result_types=[VectorType(f16, [2 * num])],
+            result_types=[fragment(src.type.element_type, 2 * num)],  # type: ignore[attr-defined]
             properties={
                 "num": IntegerAttr(num, 64),
                 "trans": BoolAttr.from_bool(trans),
@@ -277,23 +288,30 @@ class LdmatrixOp(IRDLOperation):
         _check_indices(self, self.src, self.indices)
         if not is_shared(self.src):
             raise VerifyException(f"'{self.name}' reads shared memory")
-        if not isinstance(self.src.type.element_type, Float16Type):  # type: ignore[attr-defined]
-            raise VerifyException(f"'{self.name}' loads f16 matrices")
+        element = self.src.type.element_type  # type: ignore[attr-defined]
+        if not is_mma_operand(element):
+            raise VerifyException(f"'{self.name}' loads f16 or bf16 matrices")
         num = self.num.value.data
         if num not in (1, 2, 4):
             raise VerifyException(f"'{self.name}' loads 1, 2 or 4 matrices")
-        if self.result.type != VectorType(f16, [2 * num]):
-            raise VerifyException(f"'{self.name}' result must be vector<{2 * num}xf16>")
+        if self.result.type != fragment(element, 2 * num):
+            raise VerifyException(
+                f"'{self.name}' result must be vector<{2 * num}x{element}>"
+            )
 
 
 @irdl_op_definition
 class MmaOp(IRDLOperation):
-    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: D = A·B + C."""
+    """``mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32``: D = A·B + C.
+
+    ``T`` is f16 or bf16, the same for A (``vector<8xT>``) and B
+    (``vector<4xT>``); C and D are fp32 either way.
+    """
 
     name = "gpux.mma"
 
-    a = operand_def(MMA_A)
-    b = operand_def(MMA_B)
+    a = operand_def(VectorType)
+    b = operand_def(VectorType)
     c = operand_def(MMA_C)
     result = result_def(MMA_C)
 
@@ -301,6 +319,16 @@ class MmaOp(IRDLOperation):
 
     def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue):
         super().__init__(operands=[a, b, c], result_types=[MMA_C])
+
+    def verify_(self) -> None:
+        element = self.a.type.element_type  # type: ignore[attr-defined]
+        if not is_mma_operand(element):
+            raise VerifyException(f"'{self.name}' multiplies f16 or bf16 fragments")
+        if self.a.type != fragment(element, 8) or self.b.type != fragment(element, 4):
+            raise VerifyException(
+                f"'{self.name}' operands must be vector<8x{element}> and "
+                f"vector<4x{element}>"
+            )
 
 
 @irdl_op_definition

@@ -16,47 +16,24 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    IntegerAttr,
-    MemRefType,
-    ModuleOp,
-    TensorType,
-)
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import MirageError, where
-from mirage_xdsl.lowering.cuda_printer import PRELUDE, kernel_source
+from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.cuda_printer import cuda_source, kernel_source
 from mirage_xdsl.lowering.lower_to_gpu import OUTPUT_ATTR, LowerToGpuPass
 from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.semantics.interpreter import entry_function
-
-
-def check_element_types(module: ModuleOp) -> None:
-    """The CUDA C printer knows f16 and f32 tiles only; a bf16 program is
-    refused with one line naming the op, before any lowering."""
-    for op in module.walk():
-        if isinstance(op, t.TensorOp) and any(
-            isinstance(r.type, TensorType)
-            and isinstance(r.type.element_type, BFloat16Type)
-            for r in op.results
-        ):
-            raise MirageError(
-                f"{where(op)}: error: '{op.name}' makes a bf16 tensor, which the "
-                "CUDA C backend does not support; use the Triton backend "
-                "(-t triton, and the runtime's default)"
-            )
 
 
 def lowered(module: ModuleOp) -> ModuleOp:
     """A GPU-level copy of ``module``, lowering only what is not lowered yet."""
     if any(isinstance(op, gpu.ModuleOp) for op in module.ops):
         return module
-    check_element_types(module)
     from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
     from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
@@ -140,9 +117,7 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
                     args=tuple(names[v] for v in op.kernelOperands),
                 )
             )
-    source = (
-        PRELUDE + "\n" + "\n\n".join(kernel_source(kernels[n]) for n in used) + "\n"
-    )
+    source = cuda_source([kernel_source(kernels[n]) for n in used])
     return GpuProgram(host.sym_name.data, source, tuple(buffers), tuple(launches))
 
 
@@ -172,7 +147,7 @@ def generate_source(module: ModuleOp) -> str:
         for k in m.body.block.ops
         if isinstance(k, gpu.FuncOp)
     ]
-    return PRELUDE + "\n" + "\n\n".join(kernel_source(k) for k in kernels) + "\n"
+    return cuda_source([kernel_source(k) for k in kernels])
 
 
 @dataclass(frozen=True)

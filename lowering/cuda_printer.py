@@ -6,7 +6,10 @@ Every SSA value becomes a ``const`` local (constants are printed inline),
 static strides. The ``gpux`` ops print as calls into the prelude
 (``cuda_prelude.cuh``: inline PTX for ``cp.async``, ``ldmatrix``,
 ``mma.sync``). ``PRINTERS`` maps each op class to its printer, one short
-function each, in the manner of xDSL's interpreter tables.
+function each, in the manner of xDSL's interpreter tables. bf16 values are
+``mx_bf16`` (their 16 bits) and convert through ``mx_bf2f``/``mx_f2bf``; their
+prelude (``cuda_prelude_bf16.cuh``) is added only to sources that use it, so
+f16 and f32 programs print as they always have.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from xdsl.dialects import arith, gpu, math, memref, scf, vector
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
@@ -32,6 +36,10 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from mirage_xdsl.dialects import gpux
 
 PRELUDE = (Path(__file__).parent / "cuda_prelude.cuh").read_text()
+BF16_PRELUDE = (Path(__file__).parent / "cuda_prelude_bf16.cuh").read_text()
+BF16_NAMES = "mx_bf"
+"""Every name the bf16 prelude defines starts so; a kernel source using any
+needs that prelude."""
 
 UNROLL_LIMIT = 16
 """Loops with constant bounds and at most this many trips are fully unrolled,
@@ -45,10 +53,14 @@ def c_type(ty: Attribute) -> str:
         return "float"
     if isinstance(ty, Float16Type):
         return "__half"
+    if isinstance(ty, BFloat16Type):
+        return "mx_bf16"
     if isinstance(ty, VectorType):
         lanes = ty.get_shape()[0]
         if isinstance(ty.element_type, Float16Type):
             return f"mx_f16x{lanes}"
+        if isinstance(ty.element_type, BFloat16Type):
+            return f"mx_bf16x{lanes}"
         return f"mx_f32x{lanes}"
     if isinstance(ty, MemRefType):
         return c_type(ty.element_type) + "*"
@@ -218,6 +230,18 @@ def _call(fn: str) -> Callable[[CudaPrinter, Operation], None]:
     return emit
 
 
+def _extf(p: CudaPrinter, op: arith.ExtFOp) -> None:
+    """Widening to f32: the conversion of the source's 16-bit type."""
+    fn = "mx_bf2f" if isinstance(op.input.type, BFloat16Type) else "mx_h2f"
+    p.define(op, f"{fn}({p[op.input]})")
+
+
+def _truncf(p: CudaPrinter, op: arith.TruncFOp) -> None:
+    """Rounding f32 to the result's 16-bit type, to nearest even."""
+    fn = "mx_f2bf" if isinstance(op.result.type, BFloat16Type) else "mx_f2h"
+    p.define(op, f"{fn}({p[op.input]})")
+
+
 def _cmpi(p: CudaPrinter, op: arith.CmpiOp) -> None:
     symbols = {
         0: "==",
@@ -293,8 +317,8 @@ PRINTERS: dict[type[Operation], Callable[..., None]] = {
     arith.MulfOp: _binary("*"),
     arith.DivfOp: _binary("/"),
     arith.NegfOp: lambda p, op: p.define(op, f"-{p[op.operand]}"),
-    arith.ExtFOp: _call("mx_h2f"),
-    arith.TruncFOp: _call("mx_f2h"),
+    arith.ExtFOp: _extf,
+    arith.TruncFOp: _truncf,
     math.ExpOp: _call("expf"),
     math.SqrtOp: _call("sqrtf"),
     math.TanhOp: _call("tanhf"),
@@ -326,3 +350,14 @@ PRINTERS: dict[type[Operation], Callable[..., None]] = {
 
 def kernel_source(fn: gpu.FuncOp) -> str:
     return CudaPrinter().kernel(fn)
+
+
+def cuda_source(kernels: list[str]) -> str:
+    """The whole translation unit: the prelude, then the kernels.
+
+    The bf16 prelude comes only with kernels that use bf16, so the source of
+    an f16 or f32 program stays what it was before bf16 existed.
+    """
+    body = "\n\n".join(kernels)
+    prelude = PRELUDE + (BF16_PRELUDE if BF16_NAMES in body else "")
+    return prelude + "\n" + body + "\n"

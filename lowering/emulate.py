@@ -38,7 +38,15 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from mirage_xdsl.lowering.cuda_printer import strides_of
 from mirage_xdsl.lowering.emulate_ops import HANDLERS
-from mirage_xdsl.lowering.emulate_state import UNIT, GlobalRef, Launch, np_dtype
+from mirage_xdsl.lowering.emulate_state import (
+    UNIT,
+    GlobalRef,
+    Launch,
+    loaded,
+    np_dtype,
+    stored,
+    unwritten,
+)
 from mirage_xdsl.lowering.lower_to_gpu import OUTPUT_ATTR
 
 
@@ -70,11 +78,11 @@ class Emulator:
             ty = arg.type
             assert isinstance(ty, MemRefType)
             if attr is not None and OUTPUT_ATTR in attr.data:
-                env[arg] = np.full(ty.get_shape(), np.nan, np_dtype(ty.element_type))
+                env[arg] = unwritten(ty.get_shape(), ty.element_type)
                 outputs.append(env[arg])
             else:
                 env[arg] = np.ascontiguousarray(
-                    inputs.pop(0), np_dtype(ty.element_type)
+                    stored(inputs.pop(0), np_dtype(ty.element_type))
                 )
         consts: dict[SSAValue, int] = {}
         for op in host.body.block.ops:
@@ -82,9 +90,7 @@ class Emulator:
                 consts[op.result] = op.value.value.data  # type: ignore[union-attr]
             elif isinstance(op, memref.AllocOp):
                 ty = op.memref.type
-                env[op.memref] = np.full(
-                    ty.get_shape(), np.nan, np_dtype(ty.element_type)
-                )
+                env[op.memref] = unwritten(ty.get_shape(), ty.element_type)
             elif isinstance(op, memref.ReinterpretCastOp):
                 # a reshape: a view of the same (contiguous) array
                 env[op.result] = env[op.source].reshape(op.result.type.get_shape())
@@ -100,7 +106,7 @@ class Emulator:
                 self.launch(
                     kernel, grid, blk, shared, [env[v] for v in op.kernelOperands]
                 )
-        return outputs
+        return [loaded(o) for o in outputs]
 
     # --- one launch ------------------------------------------------------
 

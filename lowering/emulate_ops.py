@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.dialects import arith, gpu, math, memref, scf, vector
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
@@ -32,6 +33,7 @@ from mirage_xdsl.lowering.emulate_state import (
     SharedRef,
     as_lanes,
     np_dtype,
+    round_bf16,
 )
 from mirage_xdsl.lowering.emulate_warp import ldmatrix, mma, shfl_xor
 from mirage_xdsl.semantics.domain import erf
@@ -80,6 +82,15 @@ CMP = {
 
 def _safe_div(a, b):
     return np.floor_divide(a, b)
+
+
+def _truncf(e: LaneEnv, op: arith.TruncFOp, mask) -> None:
+    """f32 rounded to nearest even: to f16 by numpy, to bf16 by its bits."""
+    x = e[op.input]
+    if isinstance(op.result.type, BFloat16Type):
+        e.set(op, round_bf16(x))
+    else:
+        e.set(op, np.asarray(x, np.float16))
 
 
 def _for(e: LaneEnv, op: scf.ForOp, mask) -> None:
@@ -194,7 +205,7 @@ HANDLERS = {
     arith.DivfOp: _binary(lambda a, b: np.float32(a) / np.float32(b)),
     arith.NegfOp: _unary(np.negative),
     arith.ExtFOp: _unary(lambda x: np.asarray(x, np.float32)),
-    arith.TruncFOp: _unary(lambda x: np.asarray(x, np.float16)),
+    arith.TruncFOp: _truncf,
     math.ExpOp: _unary(lambda x: np.exp(np.asarray(x, np.float32))),
     math.SqrtOp: _unary(lambda x: np.sqrt(np.asarray(x, np.float32))),
     math.TanhOp: _unary(lambda x: np.tanh(np.asarray(x, np.float32))),

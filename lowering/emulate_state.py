@@ -10,6 +10,12 @@ wrote, or a write over a unit another thread read or wrote, with no
 ``__syncthreads`` in between. ``cp.async`` copies wait in :attr:`Launch.pending`
 and :attr:`Launch.groups` until a ``wait_group`` lands them.
 
+numpy has no bfloat16, so bf16 memory (device tensors and shared tiles) holds
+the raw 16 bits as ``uint16`` (:data:`BF16_STORAGE`): every read widens them to
+float32 exactly and every write rounds float32 to nearest even, as
+``cvt.f32.bf16`` and ``cvt.rn.bf16.f32`` do on the GPU (:func:`stored`,
+:func:`loaded`).
+
 :class:`LaneEnv` is what the op rules (``emulate_ops.py``,
 ``emulate_warp.py``) see of the emulator (``emulate.py``), so they need not
 import it.
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from xdsl.dialects.builtin import Float16Type, Float32Type
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 UNIT = 2
@@ -33,12 +39,63 @@ class EmulationError(Exception):
     """The kernel did something a GPU would get wrong (a race, an early read)."""
 
 
+BF16_STORAGE = np.uint16
+"""The numpy type of bf16 memory: its bits (no other element type is an integer)."""
+BF16_NAN = 0x7FFF
+"""The NaN ``cvt.rn.bf16.f32`` makes of a NaN, and what unwritten bf16 memory holds."""
+
+
 def np_dtype(ty: Attribute) -> type:
+    """The numpy type memory of element type ``ty`` is stored as."""
     if isinstance(ty, Float16Type):
         return np.float16
+    if isinstance(ty, BFloat16Type):
+        return BF16_STORAGE
     if isinstance(ty, Float32Type):
         return np.float32
     raise NotImplementedError(f"no numpy type for {ty}")
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """The bf16 nearest each float32 (ties to even), as its 16 bits.
+
+    Rounding to the upper 16 bits adds ``0x7FFF`` plus the lowest kept bit, so a
+    tie carries only into an odd half; a carry out of the mantissa bumps the
+    exponent (and the largest finite values round to infinity), as on the GPU.
+    """
+    f = np.asarray(x, np.float32)
+    bits = f.view(np.uint32)  # same item size: any layout, any shape
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
+    return np.where(np.isnan(f), BF16_NAN, rounded).astype(BF16_STORAGE)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """bf16 bits widened to float32, exactly (the low 16 bits are zero)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16, still float32: ``arith.truncf`` to bf16."""
+    return bf16_values(bf16_bits(x))
+
+
+def stored(values: np.ndarray, dtype: type) -> np.ndarray:
+    """``values`` as memory of numpy type ``dtype`` holds them."""
+    if np.dtype(dtype) == BF16_STORAGE:
+        return bf16_bits(values)
+    return np.asarray(values).astype(dtype)
+
+
+def loaded(raw: np.ndarray) -> np.ndarray:
+    """Elements read from memory as values: bf16 bits widen to float32."""
+    return bf16_values(raw) if raw.dtype == BF16_STORAGE else raw
+
+
+def unwritten(shape: Sequence[int], ty: Attribute) -> np.ndarray:
+    """Device memory of element type ``ty`` before any write: all NaN."""
+    dtype = np_dtype(ty)
+    fill = BF16_NAN if np.dtype(dtype) == BF16_STORAGE else np.nan
+    return np.full(tuple(shape), fill, dtype)
 
 
 @dataclass
@@ -96,10 +153,10 @@ class Launch:
         span = np.arange(count)
         lin = np.where(mask, lin, 0)
         if isinstance(ref, GlobalRef):
-            return ref.array[lin[:, None] + span]
+            return loaded(ref.array[lin[:, None] + span])
         size = np.dtype(ref.dtype).itemsize
         idx = (ref.offset // size + lin)[:, None] + span
-        out = self.shared_view(ref.dtype)[self.block_of[:, None], idx]
+        out = loaded(self.shared_view(ref.dtype)[self.block_of[:, None], idx])
         act = np.nonzero(mask)[0]
         first, units = unit_span(ref, lin[act], count)
         u = first[:, None] + units
@@ -124,13 +181,13 @@ class Launch:
         span = np.arange(count)
         if isinstance(ref, GlobalRef):
             idx = lin[mask][:, None] + span
-            ref.array[idx] = values[mask].astype(ref.array.dtype)
+            ref.array[idx] = stored(values[mask], ref.array.dtype)
             return
         size = np.dtype(ref.dtype).itemsize
         idx = (ref.offset // size + lin[mask])[:, None] + span
-        self.shared_view(ref.dtype)[self.block_of[mask][:, None], idx] = values[
-            mask
-        ].astype(ref.dtype)
+        self.shared_view(ref.dtype)[self.block_of[mask][:, None], idx] = stored(
+            values[mask], ref.dtype
+        )
         first, units = unit_span(ref, lin[mask], count)
         u = first[:, None] + units
         b = self.block_of[mask][:, None]

@@ -33,7 +33,7 @@ def ldmatrix(e: LaneEnv, op: gpux.LdmatrixOp, mask) -> None:
     rows = e.state.read(ref, e.linear(ref, op.indices), mask, 8, collective=True)
     rows = rows.reshape(-1, WARP, 8)  # (warp, lane-provided row, col)
     lane = np.arange(WARP)
-    out = np.zeros((rows.shape[0], WARP, 2 * num), np.float16)
+    out = np.zeros((rows.shape[0], WARP, 2 * num), rows.dtype)
     for j in range(num):
         mat = rows[:, 8 * j : 8 * j + 8, :]  # (warp, row, col)
         for half in range(2):

@@ -1,15 +1,16 @@
 """Lowering of ``block.matmul``: tensor cores where the shapes allow, else FMA.
 
-Tensor-core path (f16 operands, K a multiple of 16, N a multiple of 8): the
-output tile is cut into warp tasks of 16 rows by ``8 * nb`` columns; each warp
-walks its tasks, and for every 16-deep slice of K loads one A fragment with
-``ldmatrix.x4`` and ``nb`` B fragments with ``ldmatrix.x2.trans`` (B is stored
-K-major, row-major in shared memory), then issues ``nb`` ``mma.m16n8k16``
-with fp32 accumulators carried in registers. Rows past M (tiles with fewer
-than 16 rows, as in batch-1 GEMV-like products) read a clamped row and are not
-stored. An epilogue writes each result element: a plain store, an add into
-the fp32 accumulator when the product feeds ``block.forloop_accum``
-directly, or an element-wise op applied on the way (``exp(Q·K)``).
+Tensor-core path (f16 or bf16 operands of one type, K a multiple of 16, N a
+multiple of 8): the output tile is cut into warp tasks of 16 rows by
+``8 * nb`` columns; each warp walks its tasks, and for every 16-deep slice of
+K loads one A fragment with ``ldmatrix.x4`` and ``nb`` B fragments with
+``ldmatrix.x2.trans`` (B is stored K-major, row-major in shared memory), then
+issues ``nb`` ``mma.m16n8k16`` with fp32 accumulators carried in registers.
+Rows past M (tiles with fewer than 16 rows, as in batch-1 GEMV-like products)
+read a clamped row and are not stored. An epilogue writes each result
+element: a plain store, an add into the fp32 accumulator when the product
+feeds ``block.forloop_accum`` directly, or an element-wise op applied on the
+way (``exp(Q·K)``).
 :func:`block_matmul` is the one entry point for a ``block.matmul`` op, fused
 with its user or not.
 
@@ -20,11 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import Float16Type
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import block
-from mirage_xdsl.dialects.gpux import MMA_C, LdmatrixOp, MmaOp
+from mirage_xdsl.dialects.gpux import MMA_C, LdmatrixOp, MmaOp, is_mma_operand
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
 from mirage_xdsl.lowering.tiles import (
     SCALAR,
@@ -41,10 +41,11 @@ MMA_M, MMA_N, MMA_K = 16, 8, 16
 
 
 def tensor_core_ok(a: TileRef, bt: TileRef) -> bool:
-    """Whether ``a @ b`` can use mma.m16n8k16 with these shared tiles."""
+    """Whether ``a @ b`` can use mma.m16n8k16 with these shared tiles: both
+    f16 or both bf16 (one instruction takes one operand type)."""
     return (
-        isinstance(a.dtype, Float16Type)
-        and isinstance(bt.dtype, Float16Type)
+        is_mma_operand(a.dtype)
+        and a.dtype == bt.dtype
         and shapes_allow_tensor_cores(a.shape[-1], bt.shape[-1])
     )
 

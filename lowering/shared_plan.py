@@ -25,7 +25,6 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
-    Float16Type,
     MemRefType,
     StridedLayoutAttr,
     TensorType,
@@ -35,7 +34,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects.block_structure import Phase
-from mirage_xdsl.dialects.gpux import WORKGROUP
+from mirage_xdsl.dialects.gpux import WORKGROUP, is_mma_operand
 from mirage_xdsl.lowering.matmul import shapes_allow_tensor_cores
 from mirage_xdsl.lowering.schedule import Schedule, is_staged
 from mirage_xdsl.lowering.tiles import dims
@@ -103,9 +102,7 @@ def layout_for(
     shape: Sequence[int], dtype: Attribute, ldmatrix: bool, stages: int = 0
 ) -> TileLayout:
     pad = (
-        LDMATRIX_PAD
-        if ldmatrix and isinstance(dtype, Float16Type) and shape[-1] % 8 == 0
-        else 0
+        LDMATRIX_PAD if ldmatrix and is_mma_operand(dtype) and shape[-1] % 8 == 0 else 0
     )
     return TileLayout(tuple(shape), dtype, pad, stages)
 
