@@ -175,6 +175,23 @@ def test_concat_pieces_follow_elementwise_ops():
 # --- workloads and hand-written µGraphs ---------------------------------------------
 
 
+SHIFTED = ("gqa_online_softmax",)
+"""Hand-written µGraphs whose shifted accumulations (the online softmax) the
+abstract expressions do not see cancel: ``exp(s - max s)`` stays its own term,
+so their terms differ from the plain workload's (the verifier proves them
+equal, ``tests/test_verify.py``), and the search never builds such forms."""
+
+
+@pytest.mark.parametrize("name", SHIFTED)
+def test_shifted_handwritten_is_not_the_workload_term(name: str):
+    """The online softmax's term keeps the maxima: not the plain term, which
+    pruning by abstract expression would need to treat it as the workload."""
+    workload, build = HANDWRITTEN[name]
+    (got,) = output_exprs(entry_function(build(1, 1)), INPUT_NAMES[workload])
+    (want,) = targets(workload)
+    assert "max(" in str(got) and not equivalent(got, want)
+
+
 def test_workload_targets():
     assert [str(t) for t in targets("gqa")] == [
         "sum(4096, mul(div(exp(sum(64, mul(Q, K))), "
@@ -189,7 +206,7 @@ def test_workload_targets():
     assert len(targets("norm_transformer")) == 2
 
 
-@pytest.mark.parametrize("name", sorted(HANDWRITTEN))
+@pytest.mark.parametrize("name", sorted(set(HANDWRITTEN) - set(SHIFTED)))
 def test_handwritten_matches_workload(name: str):
     workload, build = HANDWRITTEN[name]
     fn = entry_function(build(1, 1))
