@@ -38,6 +38,7 @@ two different constants are two different terms.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,10 @@ BINARY_HEADS = ("add", "mul", "div")
 HEADS = ("var", "sum", "concat", *UNARY_HEADS, *BINARY_HEADS)
 
 
+_LIVE: weakref.WeakValueDictionary[tuple, Expr] = weakref.WeakValueDictionary()
+"""Every live term by (head, args, param): see :meth:`Expr.__new__`."""
+
+
 class Expr:
     """An immutable, hashable abstract-expression term.
 
@@ -76,18 +81,38 @@ class Expr:
     ``(dim, sizes)`` (``concat``, ``dim`` negative, one size per piece).
     """
 
-    __slots__ = ("head", "args", "param", "_hash")
+    __slots__ = ("head", "args", "param", "_hash", "__weakref__")
 
     head: str
     args: tuple[Expr, ...]
     param: Any
 
-    def __init__(self, head: str, args: Sequence[Expr] = (), param: Any = None):
+    def __new__(cls, head: str, args: Sequence[Expr] = (), param: Any = None) -> Expr:
+        """The one live term of this head, arguments and parameter.
+
+        Terms are hash-consed: building a term equal to a live one returns
+        that one, so equal terms are identical, equality is an identity test
+        (the search compares and looks up millions of terms), and the
+        arguments of a new term, interned themselves, hash and compare in
+        constant time."""
+        args = tuple(args)
+        key = (head, args, param)
+        live = _LIVE.get(key)
+        if live is not None:
+            return live
         assert head in HEADS, head
+        self = object.__new__(cls)
         object.__setattr__(self, "head", head)
-        object.__setattr__(self, "args", tuple(args))
+        object.__setattr__(self, "args", args)
         object.__setattr__(self, "param", param)
-        object.__setattr__(self, "_hash", hash((head, self.args, param)))
+        object.__setattr__(self, "_hash", hash(key))
+        _LIVE[key] = self
+        return self
+
+    def __reduce__(self) -> tuple:
+        """Rebuilt through ``Expr(...)``, so a term sent to another process
+        is interned there too."""
+        return (Expr, (self.head, self.args, self.param))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Expr is immutable")
