@@ -12,6 +12,14 @@ and whether the answer is reached at all).
     python tools/bench_search.py                   # b=1, all workloads
     python tools/bench_search.py --batch 1 8 --no-prune --no-prune-budget 120
     python tools/bench_search.py --no-prune --prune-comparison-only
+    python tools/bench_search.py --workloads rmsnorm_linear --no-prune \
+        --prune-comparison-only --class-cap 0 --no-prune-budget 600
+
+The block-level search stops growing a layout at ``MAX_CLASSES`` tensor
+classes, which an unpruned search reaches at once, so its count is what fits
+under that cap rather than the space. ``--class-cap 0`` lifts the cap for
+the comparison: an unpruned search that runs out of its budget then reports
+a lower bound of the graphs the space holds.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import sys
 import time
 
+from mirage_xdsl.search import block_search
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
 from mirage_xdsl.semantics.interpreter import entry_function
@@ -72,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --no-prune: skip the default search, run only the comparison",
     )
+    parser.add_argument(
+        "--class-cap",
+        type=int,
+        default=None,
+        help="tensor classes per layout in the --no-prune comparison (0: no "
+        f"cap; default {block_search.MAX_CLASSES})",
+    )
     args = parser.parse_args(argv)
     print(HEADER, flush=True)
     for name in args.workloads:
@@ -89,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             if args.no_prune:
-                # The same one-kernel-deep search with and without pruning.
+                # The same one-kernel-deep search with and without pruning
+                # (workers are forked, so they see the cap set here).
+                if args.class_cap is not None:
+                    block_search.MAX_CLASSES = args.class_cap or sys.maxsize
                 for prune in (True, False):
                     options = SearchOptions(
                         budget=args.no_prune_budget,
