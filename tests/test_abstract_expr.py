@@ -106,6 +106,17 @@ def test_not_equivalent(a: str, b: str):
     assert not equivalent(P(a), P(b))
 
 
+def test_terms_are_hash_consed():
+    """Equal terms built apart are one object, also after pickling (search
+    workers receive them), and differing ones are not."""
+    import pickle
+
+    a = P("div(exp(x), sum(4, exp(x)))")
+    assert a is P("div(exp(x), sum(4, exp(x)))")
+    assert pickle.loads(pickle.dumps(a)) is a
+    assert a is not P("div(exp(x), sum(8, exp(x)))")
+
+
 def test_normal_form_round_trips():
     for e in ["div(sum(4, mul(add(x, y), z)), sqrt(sum(2, mul(x, x))))", "exp(x)"]:
         assert normal_form(to_expr(normal_form(P(e)))) == normal_form(P(e))
