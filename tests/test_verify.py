@@ -207,6 +207,27 @@ def test_online_softmax_attention_is_proved_equal_to_plain_attention() -> None:
     assert not float_check(wrong, online).agree
 
 
+def test_a_loop_invariant_shift_weights_each_iteration_by_one() -> None:
+    """A shift read once for the whole loop is its own maximum: the shifted
+    row sums are the plain ones, in the field as over the reals."""
+    from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+
+    def program(shifted: bool):
+        g = new_kernel_graph("sums")
+        x, y = g.new_input((8, 32)), g.new_input((8, 1))
+        bg = new_threadblock_graph((2, 1, 1), (128, 1, 1), 4)
+        bx = bg.new_input(x, (0, -1, -1), 1)
+        by = bg.new_input(y, (0, -1, -1), -1)
+        acc = bg.forloop_accum(bg.exp(bx), "sum", shift=by if shifted else None)
+        bg.new_output(acc, (0, -1, -1))
+        (out,) = g.customized([x, y], bg)
+        g.mark_output(out)
+        return g.module()
+
+    assert equivalent(program(True), program(False)).equivalent
+    assert float_check(program(True), program(False)).agree
+
+
 def test_a_shift_that_does_not_cancel_is_rejected() -> None:
     """exp(x - max(x)) / sum(exp(x)) is not softmax, exp(x - max(x)) is not
     exp(x), and a shift by another row's maximum (a column maximum) does not

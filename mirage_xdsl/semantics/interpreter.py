@@ -305,7 +305,8 @@ class MirageFunctions(InterpreterFunctions):
         x = args[0]
         forloop = op.parent_op().forloop  # type: ignore[union-attr]
         d = self.domain
-        if op.shifted:
+        if op.shifted and args[1].shape[ITERATION_AXIS] > 1:
+            # (a shift that is the same on every iteration weights each by 1)
             x = d.mul(shift_weights(d, args[1]), x)
         iterations = forloop if x.shape[ITERATION_AXIS] == 1 else 1
         count = x.shape[-1] * x.shape[ITERATION_AXIS]

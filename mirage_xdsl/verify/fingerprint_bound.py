@@ -403,7 +403,7 @@ class _Walk:
                 )
             elif inner.name == "block.forloop_accum":
                 varying = any(phases[v] == Phase.LOOP for v in inner.operands)
-                if len(ins) > 1:
+                if len(ins) > 1 and phases[inner.operands[1]] == Phase.LOOP:
                     weights = self.shift_weights(ins[1], varying, op.forloop)  # type: ignore[attr-defined]
                     ins[0] = self.mul(weights, ins[0], ins[0].shape)
                 env[inner.results[0]] = self.forloop_accum(
