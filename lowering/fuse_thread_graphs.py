@@ -29,6 +29,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import phases_of
+from mirage_xdsl.ir.regions import outside_operands
 
 THREAD_OPS: dict[str, type[t.TensorOp]] = {
     cls.KIND: cls for cls in thread.Thread.operations if issubclass(cls, t.TensorOp)
@@ -68,12 +69,7 @@ def groups_of(customized: kernel.CustomizedOp) -> list[list[Operation]]:
 def fuse(members: list[Operation]) -> block.ThreadGraphOp:
     """Replace a group by one thread graph computing its root."""
     root = members[-1]
-    inside = {r for op in members for r in op.results}
-    inputs: list[SSAValue] = []
-    for op in members:
-        for v in op.operands:
-            if v not in inside and v not in inputs:
-                inputs.append(v)
+    inputs = outside_operands(members)
     body = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args, strict=True))
     for op in members:

@@ -173,10 +173,9 @@ class KernelPrinter:
             for v in [*self.op.operands, *self.op.results]
         )
         self.fused_accums: dict[Operation, Operation] = {}
-        self.running_max: dict[SSAValue, tuple[str, str, str]] = {}
-        """Per shift of a shifted accumulation: the names of its running
-        maximum, and of this iteration's weights for the old sums and the new
-        term (``print_shifted_accum``)."""
+        self.shift_weight_names: dict[SSAValue, tuple[str, str]] = {}
+        """Per shift of a shifted accumulation: the names of this iteration's
+        weights for the old sums and the new term (``shift_weights``)."""
         self.loop_tail: list[str] = []
         """Lines that end each iteration, after every accumulator is updated."""
 
@@ -552,7 +551,7 @@ class KernelPrinter:
         Accumulators with the same shift share the running maximum; it takes
         its new value at the end of the iteration, after all of them read the
         old one."""
-        if shift not in self.running_max:
+        if shift not in self.shift_weight_names:
             m = self.values[shift]
             m = self.to_shape(m, self.tile_of(shift.owner), Phase.LOOP)  # type: ignore[arg-type]
             run, new = self.fresh("run"), self.fresh("top")
@@ -567,9 +566,8 @@ class KernelPrinter:
                 f"{new_w} = tl.exp({self.f32(m)} - {new})",
             ]
             self.loop_tail.append(f"{run} = {new}")
-            self.running_max[shift] = (run, old_w, new_w)
-        _, old_w, new_w = self.running_max[shift]
-        return old_w, new_w
+            self.shift_weight_names[shift] = (old_w, new_w)
+        return self.shift_weight_names[shift]
 
     def print_shifted_accum(self, op: block.ForloopAccumOp) -> None:
         """The online softmax's accumulation: every iteration scales the sum

@@ -19,7 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from mirage_xdsl.semantics.domain import FloatDomain
-from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, _broadcast_except
+from mirage_xdsl.semantics.interpreter import (
+    ITERATION_AXIS,
+    _broadcast_except,
+    shift_weights,
+)
 
 FLOAT64 = FloatDomain(np.float64)
 """The reference's element-wise functions, in float64 for stable fingerprints."""
@@ -72,10 +76,8 @@ def evaluate(
                 d = attrs["dim"] - attrs["rank"]
                 return np.concatenate(_broadcast_except(x, args[1], d), axis=d)
             case "forloop_accum":
-                if len(args) > 1:  # exp(shift_t - max_t shift_t) per iteration
-                    m = args[1]
-                    top = np.max(m, axis=ITERATION_AXIS, keepdims=True)
-                    x = x * np.exp(m - top)
+                if len(args) > 1:  # the online softmax's weights
+                    x = x * shift_weights(FLOAT64, args[1])
                 count = x.shape[-1] * x.shape[ITERATION_AXIS]
                 r = attrs["reduction"]
                 if r == "none":

@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ir.regions import outside_operands
 
 
 @dataclass
@@ -192,12 +193,7 @@ def _segment(
 ) -> Segment:
     """The function computing ``ops``: arguments for what they read from
     outside, results for what is read after them or returned."""
-    inside = {r for op in ops for r in op.results}
-    inputs: list[SSAValue] = []
-    for op in ops:
-        for v in op.operands:
-            if v not in inside and v not in inputs:
-                inputs.append(v)
+    inputs = outside_operands(ops)
     outputs = [
         r
         for op in ops

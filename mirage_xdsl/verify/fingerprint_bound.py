@@ -207,16 +207,23 @@ class _Walk:
         the row, so the row's atoms all reach it (two rows collide only if
         they agree at every position, at least as unlikely as one pair of
         differing elements colliding: the sqrt argument's case)."""
-        self.sqrt_arg = max(self.sqrt_arg, a.total())
-        self.sqrt_args_pure &= not a.has_atoms()
-        self.row_atoms = True
         k = a.shape[axis]
         fan = a.sqrt_fan * (k if axis not in a.atoms_const() else 1)
         shape = list(a.shape)
         shape[axis] = 1
-        d = Deg(tuple(shape), sqrt_fan=fan)
         fixed = (a.ones() & a.atoms_const()) | {axis}
-        return Deg(d.shape, (0, 0, 1), ZERO, True, d.all_axes(), fixed, fan + 1)
+        return self._row_atom(a, tuple(shape), fan, fixed)
+
+    def _row_atom(
+        self, a: Deg, shape: tuple[int, ...], fan: int, fixed: frozenset[int]
+    ) -> Deg:
+        """One fresh sqrt-group variable per row of ``a`` (``fan`` atoms of
+        the row reach it), kept constant along ``fixed``."""
+        self.sqrt_arg = max(self.sqrt_arg, a.total())
+        self.sqrt_args_pure &= not a.has_atoms()
+        self.row_atoms = True
+        d = Deg(shape, sqrt_fan=fan)
+        return Deg(shape, (0, 0, 1), ZERO, True, d.all_axes(), fixed, fan + 1)
 
     @staticmethod
     def _sum_terms(d: Deg, varies_den: bool, varies_atoms: bool, k: int) -> Deg:
@@ -340,19 +347,9 @@ class _Walk:
         """``exp(shift - M)``, ``M`` the shift's maximum over the iterations: a
         row function of the shifts (one fresh sqrt-group variable per row, as
         ``reduce_max``), then an exp atom."""
-        self.sqrt_arg = max(self.sqrt_arg, shift.total())
-        self.sqrt_args_pure &= not shift.has_atoms()
-        self.row_atoms = True
         fan = shift.sqrt_fan * (forloop if varying else 1)
-        top = Deg(
-            shift.shape,
-            (0, 0, 1),
-            ZERO,
-            True,
-            shift.all_axes(),
-            shift.ones() & shift.atoms_const(),
-            fan + 1,
-        )
+        fixed = shift.ones() & shift.atoms_const()
+        top = self._row_atom(shift, shift.shape, fan, fixed)
         return self.exp(self.add(shift, top, shift.shape))
 
     def forloop_accum(self, op: Operation, x: Deg, varying: bool, forloop: int) -> Deg:
