@@ -225,6 +225,24 @@ def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> No
     order = [c.cost for c in by_kernel_count(ranked)]
     assert order == [0.0, 1.0, 5.0, 6.0, 2.0, 3.0, 4.0, 7.0]
 
+    # the cheapest two-kernel candidate of customized kernels only leads too,
+    # though the model puts a library op's pair ahead of it
+    def customized(cost: float) -> Candidate:
+        from mirage_xdsl.search.ugraph import BlockGraph, BlockInput, KernelOp, Op
+
+        g = BlockGraph(
+            (2, 1, 1),
+            4,
+            (BlockInput(0, (0, -1, -1), 1),),
+            (Op("exp", (0,)),),
+            ((1, (0, -1, -1)),),
+        )
+        op = KernelOp("customized", (0,), (), g)
+        return Candidate(cost, UGraph("f", "f16", ((64, 64),), (op, op), (1,)), True)
+
+    mixed = [Candidate(float(i), graph(2), True) for i in range(3)] + [customized(9.0)]
+    assert [c.cost for c in by_kernel_count(mixed)] == [0.0, 1.0, 9.0, 2.0]
+
     _, found = search("rmsnorm_linear", max_kernels=1)
     sizes = {
         tuple((op.graph.grid, op.graph.forloop) for op in c.graph.ops if op.graph)
@@ -427,3 +445,40 @@ def test_search_workers_keep_numpy_to_one_thread() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         threads = pool.apply(_blas_threads_after_limit)
     assert threads and all(n == 1 for n in threads)
+
+
+def test_split_k_combine_finishes_the_norm_alongside_the_parts() -> None:
+    """RMSNorm + linear at a shape of no workload: the search builds split-K.
+    Its first kernel splits both the columns and the contraction, so the
+    parts are stacked along the rows (the columns are stitched); its
+    combining kernel walks X's row in step with the parts and finishes the
+    RMS there, one slice per part."""
+    from mirage_xdsl.search.ugraph import to_module
+
+    program = WORKLOADS["rmsnorm_linear"].module(2, 8)  # X[4, 512], W[512, 512]
+    found = superoptimize_function(
+        entry_function(program),
+        SearchOptions(**{**FAST, "max_kernels": 2}),
+        measure=FakeMeasure(),
+        cache_dir="none",
+    )
+
+    def split_k(graph) -> bool:
+        if graph.kernels != 2 or any(op.graph is None for op in graph.ops):
+            return False
+        first, combine = (op.graph for op in graph.ops)
+        split = [d for d in range(3) if first.grid[d] > 1]
+        x = graph.ops[1].operands.index(0)
+        return (
+            len(split) == 2  # columns and contraction
+            and all(omap[d] != -1 for _, omap in first.outputs for d in split)
+            and any(i.source == x and i.fmap == 1 for i in combine.inputs)
+        )
+
+    graphs = [c.graph for c in found.candidates if split_k(c.graph)]
+    assert graphs
+    module = to_module(graphs[0])
+    module.verify()
+    xs = random_inputs(program, seed=3)
+    for out, ref in zip(run(module, xs), run(program, xs), strict=True):
+        assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-3

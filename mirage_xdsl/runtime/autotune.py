@@ -34,8 +34,8 @@ from mirage_xdsl.runtime.triton_compile import (
     triton_version,
 )
 
-WARPS = (4, 8)
-STAGES = (2, 3, 4)
+WARPS = (2, 4, 8)
+STAGES = (2, 3, 4, 5, 6, 7)
 LARGE_TILE = 8192
 SHARED_LIMIT = 227 * 1024
 """Shared memory an H100 block may use: settings needing more are dropped."""

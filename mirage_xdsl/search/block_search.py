@@ -61,6 +61,12 @@ class Layout:
     sources: tuple[int, ...]
     grid: tuple[L.Label, ...]
     loop: L.Label | None
+    walk_split: bool = False
+    """Under a loop over the parts of a split axis, whether sources that are
+    not partial walk that axis too, one slice per part. A combining kernel
+    then finishes a sum over the same axis alongside the parts (split-K's
+    RMS of X next to the partial products of X·W) instead of loading the
+    whole row at once."""
 
 
 @dataclass(frozen=True)
@@ -103,18 +109,33 @@ def _dim_of(labels: tuple, token: L.Label) -> int:
     return -1
 
 
+def split_axis(layout: Layout) -> L.Label | None:
+    """The axis whose slices non-partial sources walk (see ``walk_split``)."""
+    if layout.walk_split and layout.loop is not None and layout.loop[0] == "p":
+        return layout.loop[1]
+    return None
+
+
 def input_maps(layout: Layout, sources: Sequence[Tensor]) -> tuple[BlockInput, ...]:
     out = []
+    walked = split_axis(layout)
     for pos, src in enumerate(sources):
         imap = [-1, -1, -1]
         for g, token in enumerate(layout.grid):
             imap[g] = _dim_of(src.labels, token)
         fmap = _dim_of(src.labels, layout.loop) if layout.loop else -1
+        if fmap == -1 and walked is not None and not src.partial:
+            fmap = _dim_of(src.labels, walked)
         out.append(BlockInput(pos, tuple(imap), fmap))  # type: ignore[arg-type]
     return tuple(out)
 
 
-def input_tile(m: BlockInput, src: Tensor, sizes: Sizes) -> Tensor | None:
+def input_tile(
+    m: BlockInput, src: Tensor, sizes: Sizes, loop: L.Label | None = None
+) -> Tensor | None:
+    """The tile a block reads. A walked split part becomes its inner label; an
+    axis walked alongside parts (``walk_split``) takes the loop's own label,
+    so only the loop's accumulations may finish it."""
     try:
         shape = shapes.tile_shape(src.shape, m.imap, m.fmap, sizes.grid, sizes.forloop)
     except shapes.ShapeError:
@@ -125,6 +146,8 @@ def input_tile(m: BlockInput, src: Tensor, sizes: Sizes) -> Tensor | None:
         phase = R.LOOP
         if labels[m.fmap][0] == "s":
             labels[m.fmap] = labels[m.fmap][2]
+        elif loop is not None and loop[0] == "p":
+            labels[m.fmap] = loop
     return Tensor(shape, tuple(labels), src.expr, phase, src.partial)
 
 
@@ -135,19 +158,27 @@ def output_map(
 
     A grid dimension must index a dimension of the tile (the blocks' tiles
     are stitched along it) or split a sum the tile holds part of (the parts
-    are written side by side along the last dimension, for a later kernel to
-    add up); otherwise every block would write the same tile.
+    are written side by side, for a later kernel to add up); otherwise every
+    block would write the same tile. Parts go along the last dimension no
+    other grid dimension stitches: the last one where it is free (FlashDecoding's
+    head dim), the rows where the grid also splits the columns (split-K).
     """
     if tile.phase == R.LOOP or not tile.partial <= set(layout.grid):
         return None
     omap = [-1, -1, -1]
     labels = list(tile.labels)
     partial: set[L.Label] = set()
+    stitched = {
+        _dim_of(tile.labels, token)
+        for token in layout.grid
+        if token not in tile.partial
+    }
     for g, token in enumerate(layout.grid):
         if token in tile.partial:
-            if partial or not labels:
+            free = [d for d in range(len(labels)) if d not in stitched]
+            if partial or not free:
                 return None
-            d = len(labels) - 1
+            d = free[-1]
             labels[d] = L.split(token, labels[d])
             partial.add(L.part_token(token))
         else:
@@ -214,7 +245,7 @@ class BlockSearch:
         self._by_fp: dict[bytes, int] = {}
         self.ok = True
         for m, src, value in zip(self.maps, sources, values, strict=True):
-            tile = input_tile(m, src, sizes)
+            tile = input_tile(m, src, sizes, layout.loop)
             if tile is None:
                 self.ok = False
                 return

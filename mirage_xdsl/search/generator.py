@@ -342,6 +342,8 @@ class Generator:
                     for grid in itertools.combinations(axes, r):
                         for loop in loops:
                             yield Layout(sources, grid, loop)
+                            if _walks_split(srcs, grid, loop):
+                                yield Layout(sources, grid, loop, walk_split=True)
 
     # -- running one task -----------------------------------------------------
 
@@ -501,3 +503,14 @@ def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 __all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult", "rebased"]
+
+
+def _walks_split(
+    srcs: Sequence[Tensor], grid: tuple[L.Label, ...], loop: L.Label | None
+) -> bool:
+    """Whether a loop over split parts has a non-partial source that could
+    walk the split axis alongside (``Layout.walk_split``); the grid must not
+    split that axis already."""
+    if loop is None or loop[0] != "p" or loop[1] in grid:
+        return False
+    return any(not s.partial and loop[1] in s.labels for s in srcs)

@@ -40,6 +40,10 @@ ROW_TILES = (8, 4, 2, 1)
 """Extra tiles for a kernel without a for-loop or a matmul: its block holds
 every non-grid axis whole (a row-wise softmax or norm over a 4096-wide
 row), so only a few rows fit in shared memory at once."""
+LOOP_TILES = (256, *TILES)
+"""Tiles a for-loop may walk an axis in: 256 too, since a block that owns a
+narrow strip of columns (a matrix-vector product) keeps memory busy only
+with deep tiles per iteration."""
 SMALL_AXIS = 16
 MAX_BLOCKS = 16384
 
@@ -104,7 +108,7 @@ def size_choices(
         loop_options = [0]
     elif L.is_axis(loop):
         n = axis_sizes[loop]
-        loop_options = [n // t for t in TILES if n % t == 0 and n // t >= 2]
+        loop_options = [n // t for t in LOOP_TILES if n % t == 0 and n // t >= 2]
     else:
         parts = _parts(layout, sources, axis_sizes)
         loop_options = [parts] if parts and parts > 1 else []

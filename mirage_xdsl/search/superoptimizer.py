@@ -683,12 +683,26 @@ def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
     For measured selection: the cost model's sharpest error is the price of a
     kernel boundary (a launch against more blocks in flight, as split-K and
     FlashDecoding trade), so the timed pool holds each structure's best
-    rather than eight sizes of the one the model likes most."""
+    rather than eight sizes of the one the model likes most.
+
+    Its next sharpest is a library op's speed: the model prices it as a
+    vendor kernel, but it runs as the default lowering's kernel (a
+    matrix-vector product at a third of the bandwidth). So the cheapest
+    candidate of each kernel count made of customized kernels only (split-K
+    against a library matmul and a combine) leads too."""
     lead: list[int] = []
     seen: dict[int, int] = {}
+    customized: set[int] = set()
     for i, c in enumerate(ranked):
-        if seen.get(c.graph.kernels, 0) < PER_KERNEL_COUNT:
-            seen[c.graph.kernels] = seen.get(c.graph.kernels, 0) + 1
+        count = c.graph.kernels
+        only_customized = all(op.graph is not None for op in c.graph.ops)
+        if seen.get(count, 0) < PER_KERNEL_COUNT:
+            seen[count] = seen.get(count, 0) + 1
+            lead.append(i)
+            if only_customized:
+                customized.add(count)
+        elif only_customized and count not in customized:
+            customized.add(count)
             lead.append(i)
     chosen = set(lead)
     return [ranked[i] for i in lead] + [
