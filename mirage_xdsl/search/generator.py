@@ -485,6 +485,17 @@ def rebased(task: Task, result: TaskResult) -> tuple[list[Plan], list[Prefix]]:
     return plans, prefixes
 
 
+def _walks_split(
+    srcs: Sequence[Tensor], grid: tuple[L.Label, ...], loop: L.Label | None
+) -> bool:
+    """Whether a loop over split parts has a non-partial source that could
+    walk the split axis alongside (``Layout.walk_split``); the grid must not
+    split that axis already."""
+    if loop is None or loop[0] != "p" or loop[1] in grid:
+        return False
+    return any(not s.partial and loop[1] in s.labels for s in srcs)
+
+
 def _sources(item: Layout | KernelOp) -> tuple[int, ...]:
     return item.sources if isinstance(item, Layout) else item.operands
 
@@ -503,14 +514,3 @@ def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 __all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult", "rebased"]
-
-
-def _walks_split(
-    srcs: Sequence[Tensor], grid: tuple[L.Label, ...], loop: L.Label | None
-) -> bool:
-    """Whether a loop over split parts has a non-partial source that could
-    walk the split axis alongside (``Layout.walk_split``); the grid must not
-    split that axis already."""
-    if loop is None or loop[0] != "p" or loop[1] in grid:
-        return False
-    return any(not s.partial and loop[1] in s.labels for s in srcs)

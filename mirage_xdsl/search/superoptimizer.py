@@ -686,10 +686,10 @@ def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
     rather than eight sizes of the one the model likes most.
 
     Its next sharpest is a library op's speed: the model prices it as a
-    vendor kernel, but it runs as the default lowering's kernel (a
-    matrix-vector product at a third of the bandwidth). So the cheapest
-    candidate of each kernel count made of customized kernels only (split-K
-    against a library matmul and a combine) leads too."""
+    vendor kernel, but it runs as the default lowering's kernel (RMSNorm +
+    linear's ``matmul``-then-combine pairs, costed 17.1 µs, took 28.7 µs on
+    the H100). So the cheapest candidate of each kernel count made of
+    customized kernels only (split-K, costed 17.6 µs, took 19.8) leads too."""
     lead: list[int] = []
     seen: dict[int, int] = {}
     customized: set[int] = set()
