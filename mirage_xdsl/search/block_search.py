@@ -111,7 +111,7 @@ def _dim_of(labels: tuple, token: L.Label) -> int:
 
 def split_axis(layout: Layout) -> L.Label | None:
     """The axis whose slices non-partial sources walk (see ``walk_split``)."""
-    if layout.walk_split and layout.loop is not None and layout.loop[0] == "p":
+    if layout.walk_split and layout.loop is not None and L.is_part(layout.loop):
         return layout.loop[1]
     return None
 
@@ -146,7 +146,7 @@ def input_tile(
         phase = R.LOOP
         if labels[m.fmap][0] == "s":
             labels[m.fmap] = labels[m.fmap][2]
-        elif loop is not None and loop[0] == "p":
+        elif loop is not None and L.is_part(loop):
             labels[m.fmap] = loop
     return Tensor(shape, tuple(labels), src.expr, phase, src.partial)
 

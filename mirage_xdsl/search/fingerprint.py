@@ -96,9 +96,12 @@ def valid(value: np.ndarray) -> bool:
 
 CHUNK = 4096
 """Elements folded into each group of projection words."""
-PROJECTIONS = np.random.default_rng(0x6D69726167).integers(0, 1 << 20, (CHUNK, 4))
+PROJECTIONS = (
+    np.random.default_rng(0x6D69726167)
+    .integers(0, 1 << 20, (CHUNK, 4))
+    .astype(np.float64)
+)
 """Four random integer weights below 2^20 per position of a chunk, as floats."""
-PROJECTIONS = PROJECTIONS.astype(np.float64)
 
 
 def fingerprint(value: np.ndarray) -> bytes:

@@ -332,7 +332,7 @@ class Generator:
                 tokens: set[L.Label] = set()
                 for s in srcs:
                     tokens |= L.tokens_of(s.labels)
-                parts = sorted(t for t in tokens if t[0] == "p")
+                parts = sorted(t for t in tokens if L.is_part(t))
                 axes = sorted(t for t in tokens if L.is_axis(t))
                 if any(s.partial for s in srcs):
                     loops: list[L.Label | None] = list(parts)
@@ -491,7 +491,7 @@ def _walks_split(
     """Whether a loop over split parts has a non-partial source that could
     walk the split axis alongside (``Layout.walk_split``); the grid must not
     split that axis already."""
-    if loop is None or loop[0] != "p" or loop[1] in grid:
+    if loop is None or not L.is_part(loop) or loop[1] in grid:
         return False
     return any(not s.partial and loop[1] in s.labels for s in srcs)
 

@@ -49,6 +49,11 @@ def is_axis(label: Label) -> bool:
     return label[0] == "a"
 
 
+def is_part(label: Label) -> bool:
+    """Whether ``label`` is a :func:`part_token` (a loop over split parts)."""
+    return label[0] == "p"
+
+
 @dataclass(frozen=True)
 class Axes:
     """The axes of an input program and the labels of its values."""

@@ -43,6 +43,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
+from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
 from mirage_xdsl.search.block_search import Layout, Stats
 from mirage_xdsl.search.bound import (
@@ -386,7 +387,7 @@ def _combines_first(item: Layout | KernelOp) -> int:
     likeliest completion (FlashDecoding's combine, split-K's sum) rather than
     all of the first prefix's."""
     loop = getattr(item, "loop", None)
-    return 0 if loop is not None and loop[0] == "p" else 1
+    return 0 if loop is not None and L.is_part(loop) else 1
 
 
 CHUNK = 4

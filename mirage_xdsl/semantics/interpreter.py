@@ -242,9 +242,15 @@ def shift_weights(domain: Domain, shift: np.ndarray) -> np.ndarray:
     ``M`` is the domain's ``reduce_max`` along the iteration axis, so in the
     finite field it is a keyed random function of the shifts, and the weights
     are exact powers of the exp generator whatever it is
-    (``docs/verifier.md``).
+    (``docs/verifier.md``). A shift read once for the whole loop (one
+    iteration along the axis) is its own maximum, so every weight is
+    ``exp(0) = 1`` in any domain: no row function is drawn for it.
     """
-    top = domain.reduce_max(shift, ITERATION_AXIS - shift.ndim)
+    top = (
+        shift
+        if shift.shape[ITERATION_AXIS] == 1
+        else domain.reduce_max(shift, ITERATION_AXIS - shift.ndim)
+    )
     return domain.exp(domain.add(shift, domain.neg(top)))
 
 
@@ -305,8 +311,7 @@ class MirageFunctions(InterpreterFunctions):
         x = args[0]
         forloop = op.parent_op().forloop  # type: ignore[union-attr]
         d = self.domain
-        if op.shifted and args[1].shape[ITERATION_AXIS] > 1:
-            # (a shift that is the same on every iteration weights each by 1)
+        if op.shifted:
             x = d.mul(shift_weights(d, args[1]), x)
         iterations = forloop if x.shape[ITERATION_AXIS] == 1 else 1
         count = x.shape[-1] * x.shape[ITERATION_AXIS]
