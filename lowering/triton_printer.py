@@ -17,6 +17,12 @@ clean values, and the other activations but sigmoid) and masks the others to zer
 Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
 (f16 or bf16 run on tensor cores) and accumulate in fp32, as the interpreter's
 reference does. Matmuls marked ``fma`` multiply and ``tl.sum`` instead.
+
+Every kernel opens with ``gdc_wait()`` then ``gdc_launch_dependents()``
+(grid dependency control, unless the module runs in Triton's interpreter): it reads nothing before the kernel ahead of it in
+the stream has finished, and it lets the next kernel's blocks start early,
+so the runtime may launch it programmatically and hide the launch latency
+between a µGraph's kernels. Both are no-ops for a plain launch.
 """
 
 from __future__ import annotations
@@ -729,7 +735,11 @@ class KernelPrinter:
             f"def {self.name}({', '.join(params)}):",
             f'    """grid {list(grid)}, for-loop {forloop}."""',
         ]
-        body = []
+        body = [
+            "if GRID_DEPENDENCY:",
+            "    gdc_wait()",
+            "    gdc_launch_dependents()",
+        ]
         for g in (g for g in range(3) if grid[g] > 1):
             pid = f"tl.program_id({g})"
             body.append(

@@ -88,6 +88,27 @@ def view(ptr: int, dtype, count: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype, count=count)
 
 
+CUlaunchAttributeID = SimpleNamespace(
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION=6
+)
+
+
+class CUlaunchAttribute:
+    def __init__(self):
+        self.id = 0
+        self.value = SimpleNamespace(programmaticStreamSerializationAllowed=0)
+
+
+class CUlaunchConfig:
+    def __init__(self):
+        self.gridDimX = self.gridDimY = self.gridDimZ = 1
+        self.blockDimX = self.blockDimY = self.blockDimZ = 1
+        self.sharedMemBytes = 0
+        self.hStream = CUstream(0)
+        self.attrs: list[CUlaunchAttribute] = []
+        self.numAttrs = 0
+
+
 Kernel = Callable[[tuple, tuple, list[int]], None]
 """``kernel(grid, block, pointers)``: runs on fake device memory."""
 
@@ -100,6 +121,7 @@ class Launch:
     shared: int
     stream: int
     pointers: list[int]
+    programmatic: bool = False
 
 
 @dataclass
@@ -121,6 +143,9 @@ class FakeDriver:
     CUstream = CUstream
     CUdevice_attribute = CUdevice_attribute
     CUfunction_attribute = CUfunction_attribute
+    CUlaunchAttributeID = CUlaunchAttributeID
+    CUlaunchAttribute = CUlaunchAttribute
+    CUlaunchConfig = CUlaunchConfig
 
     def __getattribute__(self, name: str):
         if name.startswith("cu") and not name.startswith("cu_"):
@@ -221,7 +246,30 @@ class FakeDriver:
         self.func_attributes[(f, attr)] = value
         return OK
 
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        programmatic = any(
+            a.id
+            == CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            and a.value.programmaticStreamSerializationAllowed
+            for a in config.attrs[: config.numAttrs]
+        )
+        return self._launch(
+            f,
+            (config.gridDimX, config.gridDimY, config.gridDimZ),
+            (config.blockDimX, config.blockDimY, config.blockDimZ),
+            config.sharedMemBytes,
+            config.hStream,
+            params,
+            programmatic,
+        )
+
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        return self._launch(
+            f, (gx, gy, gz), (bx, by, bz), shared, stream, params, False
+        )
+
+    def _launch(self, f, grid, block, shared, stream, params, programmatic):
+        (gx, gy, gz), (bx, by, bz) = grid, block
         arity, kernel = self.kernels[f]
         slots = view(params, np.uint64, arity)
         pointers = [int(view(int(s), np.uint64, 1)[0]) for s in slots]
@@ -232,7 +280,15 @@ class FakeDriver:
         ):
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
         self.launches.append(
-            Launch(f, (gx, gy, gz), (bx, by, bz), shared, int(stream), pointers)
+            Launch(
+                f,
+                (gx, gy, gz),
+                (bx, by, bz),
+                shared,
+                int(stream),
+                pointers,
+                programmatic,
+            )
         )
         kernel((gx, gy, gz), (bx, by, bz), pointers)
         return OK

@@ -244,6 +244,58 @@ def test_launches_share_the_intermediate_and_follow_buffers() -> None:
     assert mul.grid == (16, 1, 1) and mul.block == (256, 1, 1)
 
 
+def _waiting(program: GpuProgram) -> GpuProgram:
+    """``program`` with every kernel declared to wait for its predecessor."""
+    return replace(
+        program, launches=tuple(replace(x, waits=True) for x in program.launches)
+    )
+
+
+def test_kernels_after_the_first_launch_programmatically_when_they_wait(
+    monkeypatch,
+) -> None:
+    test = SELFTESTS["two_kernels_with_intermediate"]
+    fake, dev = fake_device()
+    compiled = CompiledProgram(
+        _waiting(test.program), device=dev, cache=CubinCache(None)
+    )
+    xs = _inputs(test.program, 0)
+    outs = compiled.run(*xs)
+    refs = test.reference(*[x.astype(np.float32) for x in xs])
+    np.testing.assert_allclose(outs[0].astype(np.float32), refs[0], rtol=2e-3)
+    first, second = fake.launches
+    assert (first.programmatic, second.programmatic) == (False, True)
+    assert second.grid == (16, 1, 1) and second.block == (256, 1, 1)
+    assert second.pointers[0] == first.pointers[2]  # the intermediate t
+    compiled.close()
+
+    # kernels that do not wait, or the switch off: every launch is plain
+    for program, switch in ((test.program, "1"), (_waiting(test.program), "0")):
+        monkeypatch.setenv("MIRAGE_PROGRAMMATIC_LAUNCH", switch)
+        fake, dev = fake_device()
+        compiled = CompiledProgram(program, device=dev, cache=CubinCache(None))
+        compiled.run(*xs)
+        assert [x.programmatic for x in fake.launches] == [False, False]
+        compiled.close()
+
+
+def test_both_code_generators_emit_the_wait_and_declare_it() -> None:
+    from mirage_xdsl.lowering.cuda import generate_program
+    from mirage_xdsl.lowering.triton import generate_triton
+    from mirage_xdsl.workloads import WORKLOADS
+
+    module = WORKLOADS["rmsnorm_linear"].module(1, 16)
+    program = generate_program(module.clone())
+    assert program.launches and all(x.waits for x in program.launches)
+    assert program.source.count("mx_grid_dependency();") == len(program.launches)
+    triton = generate_triton(module.clone())
+    variants = sum(len(k.variants) for k in triton.kernels)
+    assert (
+        triton.source.count("        gdc_wait()\n        gdc_launch_dependents()")
+        == variants
+    )
+
+
 def test_large_dynamic_shared_memory_raises_the_limit() -> None:
     test = SELFTESTS["dynamic_shared_64k"]
     fake, dev = fake_device()

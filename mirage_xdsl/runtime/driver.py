@@ -94,6 +94,34 @@ class Driver:
     def func_attribute(self, name: str) -> Any:
         return getattr(self.cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
 
+    def can_launch_programmatically(self) -> bool:
+        """Whether this driver module has ``cuLaunchKernelEx`` and the
+        programmatic-stream-serialization launch attribute."""
+        ids = getattr(self.cu, "CUlaunchAttributeID", None)
+        return hasattr(self.cu, "cuLaunchKernelEx") and hasattr(
+            ids, "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION"
+        )
+
+    def programmatic_config(
+        self, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int
+    ) -> Any:
+        """A ``CUlaunchConfig`` that lets the kernel start before the previous
+        one in its stream has finished (the kernel must wait for it itself);
+        its ``hStream`` is set per launch."""
+        cu = self.cu
+        attr = cu.CUlaunchAttribute()
+        attr.id = (
+            cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        )
+        attr.value.programmaticStreamSerializationAllowed = 1
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = shared
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return config
+
 
 @dataclass(frozen=True)
 class DeviceInfo:

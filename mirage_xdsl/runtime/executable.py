@@ -5,10 +5,16 @@ per block, static plus dynamic shared memory) and raises the dynamic
 shared-memory limit of kernels that need more than the default 48 KB, so a bad
 configuration fails with a sentence instead of ``CUDA_ERROR_INVALID_VALUE`` at
 launch. Intermediates are allocated once and reused by every call.
+
+On Hopper, every kernel after the first whose code waits for its predecessor
+(``KernelLaunch.waits``: both code generators emit the wait) is launched with
+programmatic stream serialization, so its launch overlaps the tail of the
+kernel before it instead of following its completion.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -25,6 +31,21 @@ DEFAULT_SHARED_LIMIT = 48 * 1024
 """Dynamic shared memory a kernel may use without raising its limit."""
 
 MAX_THREADS = 1024
+
+PROGRAMMATIC_ARCH = (9, 0)
+"""Programmatic dependent launch needs Hopper or later."""
+
+
+def programmatic_launch_enabled() -> bool:
+    """Programmatic dependent launch is on unless ``MIRAGE_PROGRAMMATIC_LAUNCH=0``
+    (every kernel then waits for the one before it to finish, as plain
+    launches do; the switch is for comparing the two and for debugging)."""
+    return os.environ.get("MIRAGE_PROGRAMMATIC_LAUNCH", "1").lower() not in (
+        "0",
+        "off",
+        "no",
+        "false",
+    )
 
 
 def validate_program(program: GpuProgram) -> None:
@@ -106,6 +127,7 @@ class LoadedProgram:
             for x in program.launches
         ]
         self._params = [self._param_block(x) for x in program.launches]
+        self._configs = self._launch_configs()
 
     @property
     def module(self) -> Any:
@@ -161,6 +183,26 @@ class LoadedProgram:
                 what=name,
             )
 
+    def _launch_configs(self) -> list[Any]:
+        """Per launch, the ``CUlaunchConfig`` of a programmatic launch, or
+        ``None`` for a plain one. The first kernel is always launched plainly
+        (it must see everything queued before the call, and the previous
+        call's last kernel must be done with the intermediates); a later one
+        programmatically when it waits for its predecessor itself (its
+        ``waits``), the GPU is Hopper or later and the driver has the call."""
+        d = self.device.driver
+        able = (
+            programmatic_launch_enabled()
+            and tuple(self.device.info.compute_capability) >= PROGRAMMATIC_ARCH
+            and d.can_launch_programmatically()
+        )
+        return [
+            d.programmatic_config(x.grid, x.block, x.shared_bytes)
+            if able and i > 0 and x.waits
+            else None
+            for i, x in enumerate(self.program.launches)
+        ]
+
     @staticmethod
     def _param_block(launch: KernelLaunch) -> tuple[np.ndarray, np.ndarray]:
         """Argument values and the ``void*[]`` pointing at them, reused per call."""
@@ -171,7 +213,8 @@ class LoadedProgram:
         return values, params
 
     def launch(self, pointers: dict[str, int], stream: int = 0) -> None:
-        """Launch every kernel in order on ``stream``.
+        """Launch every kernel in order on ``stream`` (programmatically where
+        :meth:`_launch_configs` allows).
 
         ``pointers`` gives the device address of every input and output;
         intermediates are the program's own.
@@ -179,8 +222,12 @@ class LoadedProgram:
         d = self.device.driver
         handle = self.device.stream(stream)
         self.device.make_current()
-        for launch, (values, params), scratch in zip(
-            self.program.launches, self._params, self.scratch, strict=True
+        for launch, (values, params), scratch, config in zip(
+            self.program.launches,
+            self._params,
+            self.scratch,
+            self._configs,
+            strict=True,
         ):
             for i, arg in enumerate(launch.args):
                 values[i] = (
@@ -188,6 +235,17 @@ class LoadedProgram:
                 )
             for i, ptr in enumerate(scratch):
                 values[len(launch.args) + i] = ptr
+            if config is not None:
+                config.hStream = handle
+                d.call(
+                    "cuLaunchKernelEx",
+                    config,
+                    self.functions[launch.name],
+                    params.ctypes.data,
+                    0,
+                    what=launch.name,
+                )
+                continue
             d.call(
                 "cuLaunchKernel",
                 self.functions[launch.name],

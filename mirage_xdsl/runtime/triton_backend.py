@@ -31,6 +31,7 @@ def launch_of(kernel: TritonKernel, binary: TritonBinary) -> KernelLaunch:
         shared_bytes=binary.shared_bytes,
         args=kernel.args,
         scratch=binary.scratch,
+        waits=True,
     )
 
 
