@@ -751,6 +751,34 @@ def environment() -> dict[str, str]:
 # --- dry run (no GPU) ------------------------------------------------------------------------
 
 
+def search_only(args, workloads: list[str]) -> int:
+    """Each configuration's search, as the benchmark runs it, and nothing else:
+    its report goes to ``searches.json`` under ``--out``. With
+    ``--search-cache``, what finished is kept for a later run even when
+    ``--stop-after`` ends this one early."""
+    from mirage_xdsl.workloads import WORKLOADS
+
+    begin = time.monotonic()
+    done = []
+    for workload in workloads:
+        for batch in args.batches:
+            if (
+                args.stop_after is not None
+                and time.monotonic() - begin > args.stop_after
+            ):
+                print(f"bench: {workload} b={batch}: not searched (--stop-after)")
+                continue
+            config = Config(workload, batch)
+            searched(WORKLOADS[workload].module(batch, args.scale), args, config)
+            done.append({"workload": workload, "batch": batch, "search": config.search})
+            if args.out:
+                out = Path(args.out)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "searches.json").write_text(json.dumps(done, indent=1))
+    print(f"bench: {len(done)} searches in {time.monotonic() - begin:.0f} s")
+    return 0
+
+
 def dry_run(args, workloads: list[str]) -> int:
     """Build and compile our candidates; check the PyTorch baselines on the CPU."""
     from mirage_xdsl.runtime import compile
@@ -892,6 +920,13 @@ def parse_args(argv):
     p.add_argument(
         "--dry-run", action="store_true", help="no GPU: build and check only"
     )
+    p.add_argument(
+        "--search-only",
+        action="store_true",
+        help="run the searches (filling --search-cache) and print their reports; "
+        "time nothing else, so a later run can time every form with the searches "
+        "served from the cache",
+    )
     return p.parse_args(argv)
 
 
@@ -902,6 +937,8 @@ def main(argv: list[str] | None = None) -> int:
     workloads = args.only or list(WORKLOADS)
     if args.dry_run:
         return dry_run(args, workloads)
+    if args.search_only:
+        return search_only(args, workloads)
     import torch
 
     if not torch.cuda.is_available():
