@@ -153,3 +153,48 @@ def test_small_workloads_match_interpreter(name: str) -> None:
     with compile(module) as compiled:
         result = compare(run_poisoned(compiled, xs, use_torch=False), run(module, xs))
     assert result.ok, result.summary()
+
+
+def test_measured_selection_compiles_ahead_and_picks_a_correct_program(
+    tmp_path, monkeypatch
+) -> None:
+    """The search's selection on this GPU: every candidate compiled before the
+    first is timed, and the fastest, run on its backend, matches the reference."""
+    pytest.importorskip("torch")
+    from mirage_xdsl.runtime import compile, measure
+    from mirage_xdsl.runtime.cache import default_cache
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.semantics.interpreter import entry_function, run
+    from mirage_xdsl.workloads import WORKLOADS, random_inputs
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    module = WORKLOADS["rmsnorm_linear"].module(1, 8)
+    gpu = measure.GpuMeasure()
+    misses_after_prepare = []
+    prepare = gpu.prepare
+
+    def recorded(modules):
+        prepare(modules)
+        misses_after_prepare.append(default_cache().misses)
+
+    gpu.prepare = recorded
+    outcome = superoptimize_function(
+        entry_function(module),
+        SearchOptions(budget=60, verify_top=2),
+        measure=gpu,
+        cache_dir="none",
+    )
+    report = outcome.report
+    assert len(report.measured) >= 2 and misses_after_prepare
+    assert default_cache().misses == misses_after_prepare[0]  # nothing compiled late
+    chosen = next(m for m in report.measured if m.get("chosen"))
+    assert chosen["time_us"] == min(m["time_us"] for m in report.measured)
+    from xdsl.dialects.builtin import ModuleOp
+
+    found = ModuleOp([outcome.function])
+    a = INPUT_AMPLITUDE
+    xs = random_inputs(module, 5, -a, a)
+    with compile(found, backend=chosen["backend"]) as compiled:
+        result = compare(run_poisoned(compiled, xs, use_torch=False), run(module, xs))
+    assert result.ok, result.summary()

@@ -147,10 +147,19 @@ class FakeMeasure:
     def __init__(self) -> None:
         self.calls = 0
         self.last = 0.0
+        self.prepared: list[str] = []
+        self.timed: list[str] = []
+
+    def prepare(self, modules) -> None:
+        from mirage_xdsl.ir.printing import module_text
+
+        assert self.calls == 0, "prepare comes before any timing"
+        self.prepared += [module_text(m) for m in modules]
 
     def __call__(self, module) -> float:
         from mirage_xdsl.ir.printing import module_text
 
+        self.timed.append(module_text(module))
         self.calls += 1
         self.last = len(module_text(module)) * 1e-9
         return self.last
@@ -175,6 +184,7 @@ def test_measure_times_the_input_and_the_verified_and_keeps_the_fastest(
     measure = FakeMeasure()
     report = search_with(measure).report
     assert measure.calls == len(report.measured) == 1 + report.verified
+    assert measure.prepared == measure.timed  # every candidate, compiled first
     assert report.measured[0]["input"] and report.measured_by == "fake-device"
     chosen = [m for m in report.measured if m.get("chosen")]
     assert len(chosen) == 1

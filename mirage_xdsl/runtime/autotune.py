@@ -8,6 +8,9 @@ pipeline's stages. On a GPU every combination of :func:`space` is compiled
 flushed before every launch and the median kept; the fastest wins. The choice
 is cached on disk under ``$MIRAGE_CACHE_DIR/triton-tune``, keyed by the
 kernel's printed source, its grid, the GPU's name and the triton version.
+Compiled kernels are also kept in memory (the most recent
+:data:`REMEMBERED`), so kernels compiled ahead, all candidates of a search
+at once (:func:`compile_many`), are not compiled again when tuned.
 
 Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
 kernel has one (it exists only for matmuls of fewer than 16 rows, whose
@@ -21,6 +24,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -122,20 +126,64 @@ def _compile_one(args: tuple[str, tuple[str, ...], KernelConfig]) -> TritonBinar
         return f"{type(e).__name__}: {e}"
 
 
+Job = tuple[str, tuple[str, ...], KernelConfig]
+"""(module source, kernel signature, settings): one compilation."""
+
+REMEMBERED = 1024
+"""Compiled kernels kept in memory (the most recent), so a kernel compiled
+ahead by :func:`compile_many` is not compiled again when it is tuned."""
+_binaries: OrderedDict[tuple[str, tuple[str, ...], KernelConfig], TritonBinary] = (
+    OrderedDict()
+)
+
+
+def _memo_key(job: Job) -> tuple[str, tuple[str, ...], KernelConfig]:
+    source, signature, config = job
+    return hashlib.sha256(source.encode()).hexdigest(), signature, config
+
+
+def compile_many(work: list[Job]) -> list[TritonBinary | str]:
+    """Compile many kernels, of any modules, in parallel processes (one pool
+    for all); a kernel compiled before in this process is not compiled again."""
+    keys = [_memo_key(job) for job in work]
+    todo = sorted({i for i, k in enumerate(keys) if k not in _binaries})
+    workers = min(len(todo), os.cpu_count() or 1, 16)
+    if workers <= 1:
+        fresh = [_compile_one(work[i]) for i in todo]
+    else:
+        import multiprocessing
+
+        with ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork")
+        ) as pool:
+            fresh = list(pool.map(_compile_one, [work[i] for i in todo]))
+    out: dict[int, TritonBinary | str] = dict(zip(todo, fresh, strict=True))
+    for i, binary in out.items():
+        if isinstance(binary, TritonBinary):
+            _binaries[keys[i]] = binary
+    while len(_binaries) > REMEMBERED:
+        _binaries.popitem(last=False)
+    return [out[i] if i in out else _binaries[keys[i]] for i in range(len(work))]
+
+
 def compile_all(
     source: str, jobs: Iterable[tuple[tuple[str, ...], KernelConfig]]
 ) -> list[TritonBinary | str]:
     """Compile many (signature, config) pairs of one module, in parallel processes."""
-    work = [(source, sig, config) for sig, config in jobs]
-    workers = min(len(work), os.cpu_count() or 1, 16)
-    if workers <= 1:
-        return [_compile_one(w) for w in work]
-    import multiprocessing
+    return compile_many([(source, sig, config) for sig, config in jobs])
 
-    with ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork")
-    ) as pool:
-        return list(pool.map(_compile_one, work))
+
+def pending(
+    kernels: list[TritonKernel], gpu: str
+) -> list[tuple[TritonKernel, KernelConfig]]:
+    """What :func:`tune` compiles for these kernels: the cached choice of a
+    kernel tuned before on this GPU, else every setting of its space."""
+    out: list[tuple[TritonKernel, KernelConfig]] = []
+    for k in kernels:
+        hit = cached_choice(tune_key(k, gpu))
+        configs = [hit] if hit is not None and hit.variant in k.variants else space(k)
+        out += [(k, c) for c in configs]
+    return out
 
 
 Timer = Callable[[TritonKernel, TritonBinary], float]
@@ -170,16 +218,10 @@ def tune(
 ) -> dict[str, tuple[KernelConfig, TritonBinary]]:
     """The fastest setting of every kernel (from the cache where it has one)."""
     chosen: dict[str, tuple[KernelConfig, TritonBinary]] = {}
-    pending: list[tuple[TritonKernel, KernelConfig]] = []
-    for k in kernels:
-        hit = cached_choice(tune_key(k, gpu))
-        if hit is not None and hit.variant in k.variants:
-            pending.append((k, hit))
-        else:
-            pending += [(k, c) for c in space(k)]
-    binaries = compile_all(source, [(k.signature, c) for k, c in pending])
+    settings = pending(kernels, gpu)
+    binaries = compile_all(source, [(k.signature, c) for k, c in settings])
     by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
-    for (k, config), binary in zip(pending, binaries, strict=True):
+    for (k, config), binary in zip(settings, binaries, strict=True):
         if isinstance(binary, TritonBinary) and binary.shared_bytes <= SHARED_LIMIT:
             by_kernel.setdefault(k.name, []).append((config, binary))
     for k in kernels:

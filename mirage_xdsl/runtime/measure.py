@@ -9,6 +9,9 @@ latency amortised, as inside a model's layer). The second decides.
 
 :class:`GpuMeasure` is the ``measure`` the search takes: it returns seconds
 per call of the faster backend and remembers, per call, what it measured.
+Its ``prepare`` compiles all the candidates at once first (:func:`precompile`):
+compiled one after another, their NVRTC and Triton compilations took most of
+a search's measured selection.
 """
 
 from __future__ import annotations
@@ -82,6 +85,56 @@ def time_module(
     return out
 
 
+def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> None:
+    """Compile every module ahead of timing, all at once: every Triton kernel's
+    every autotune setting in one pool of processes, and the CUDA C of all
+    modules through NVRTC in threads (it releases the GIL). Timing each module
+    then finds its binaries compiled: the Triton ones kept in memory, the
+    cubins in the cubin cache. A module a backend cannot build is left to
+    fail when it is timed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirage_xdsl.runtime.driver import device
+
+    if "triton" in backends:
+        from mirage_xdsl.runtime import autotune
+        from mirage_xdsl.runtime.triton_backend import lower_triton
+
+        gpu = device().info.name
+        jobs: list[autotune.Job] = []
+        for module in modules:
+            try:
+                program = lower_triton(module)
+            except Exception:
+                continue
+            jobs += [
+                (program.source, k.signature, config)
+                for k, config in autotune.pending(list(program.kernels), gpu)
+            ]
+        autotune.compile_many(jobs)
+    if "cuda" in backends:
+        from mirage_xdsl.runtime.api import lower
+        from mirage_xdsl.runtime.compile import nvrtc_version
+        from mirage_xdsl.runtime.compiled import CompiledProgram
+
+        programs = []
+        for module in modules:
+            try:
+                programs.append(lower(module))
+            except Exception:
+                continue
+
+        def build(program) -> None:
+            try:
+                CompiledProgram(program)
+            except Exception:
+                pass
+
+        nvrtc_version()  # load NVRTC once, before the threads
+        with ThreadPoolExecutor(max(1, min(len(programs), 16))) as pool:
+            list(pool.map(build, programs))
+
+
 @dataclass
 class GpuMeasure:
     """The search's ``measure``: seconds per call of the faster backend."""
@@ -102,6 +155,10 @@ class GpuMeasure:
         except ImportError:
             version = "none"
         return f"gpu:{torch.cuda.get_device_name()}:triton-{version}"
+
+    def prepare(self, modules: Sequence[Any]) -> None:
+        """Compile every module the search will time, before timing any."""
+        precompile(modules, self.backends)
 
     def __call__(self, module: Any) -> float:
         if self._timer is None:

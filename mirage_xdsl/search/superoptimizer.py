@@ -69,7 +69,8 @@ kernel must cost less than (the best screened candidate times the slack)."""
 Measure = Callable[[ModuleOp], float]
 """Seconds one run of a module takes on the device (lower is better). A
 measure may also have ``key`` (what its timings depend on; measured results
-are cached under it) and ``describe()`` (details of its last timing)."""
+are cached under it), ``describe()`` (details of its last timing) and
+``prepare(modules)`` (given every module before the first is timed)."""
 
 SIZES_PER_PLAN = 3
 """Instantiations kept per structural plan: the cheapest, and the next
@@ -801,13 +802,16 @@ def _verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
 def _measured_pick(
     pool: list[tuple[float, UGraph]], measure: Measure, report: Report
 ) -> tuple[float, UGraph]:
-    """Time every candidate (the input first) and keep the fastest."""
+    """Time every candidate (the input first) and keep the fastest. A measure
+    with ``prepare`` gets every candidate first, to compile them all at once."""
     describe = getattr(measure, "describe", None)
     timed = []
     from mirage_xdsl.ir.printing import module_text
 
-    for i, (cost, graph) in enumerate(pool):
-        module = to_module(graph)
+    modules = [to_module(graph) for _, graph in pool]
+    if prepare := getattr(measure, "prepare", None):
+        prepare(modules)
+    for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
         seconds = measure(module)
         entry = {
             "input": i == 0,

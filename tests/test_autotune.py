@@ -1,0 +1,88 @@
+"""The Triton autotuner's bookkeeping, without a GPU: its space, the cached
+choices and the in-memory record of compiled kernels."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirage_xdsl.lowering.triton import generate_triton
+from mirage_xdsl.runtime import autotune
+from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary
+from mirage_xdsl.workloads import WORKLOADS
+
+
+@pytest.fixture
+def program():
+    return generate_triton(WORKLOADS["rmsnorm_linear"].module(1, 16))
+
+
+def _binary(name: str) -> TritonBinary:
+    return TritonBinary(name, b"\x7fELF", 4, 0, ())
+
+
+def test_space_has_stages_only_for_a_for_loop(program) -> None:
+    for k in program.kernels:
+        stages = {c.num_stages for c in autotune.space(k)}
+        assert stages == (set(autotune.STAGES) if k.forloop > 1 else {1})
+        assert {c.num_warps for c in autotune.space(k)} == set(autotune.WARPS)
+
+
+def test_pending_is_the_cached_choice_else_the_whole_space(
+    program, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    kernels = list(program.kernels)
+    first, *rest = kernels
+    whole = autotune.pending(kernels, "GPU")
+    assert len(whole) == sum(len(autotune.space(k)) for k in kernels)
+    choice = autotune.space(first)[-1]
+    autotune.store_choice(autotune.tune_key(first, "GPU"), choice, {})
+    after = autotune.pending(kernels, "GPU")
+    assert [c for k, c in after if k is first] == [choice]
+    assert len(after) == 1 + sum(len(autotune.space(k)) for k in rest)
+    # another GPU has no choice yet
+    assert len(autotune.pending(kernels, "other GPU")) == len(whole)
+
+
+def test_a_kernel_compiled_ahead_is_not_compiled_again(monkeypatch) -> None:
+    compiled: list[KernelConfig] = []
+
+    def fake_compile(job):
+        source, signature, config = job
+        compiled.append(config)
+        if config.num_warps == 3:
+            return "CompilationError: no"
+        return _binary(f"k_w{config.num_warps}")
+
+    monkeypatch.setattr(autotune, "_compile_one", fake_compile)
+    monkeypatch.setattr(autotune.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    sig = ("*fp16",)
+    ahead = [("src a", sig, KernelConfig("k", w, 2)) for w in (2, 3, 4)]
+    first = autotune.compile_many(ahead)
+    assert [b.name if isinstance(b, TritonBinary) else b[:16] for b in first] == [
+        "k_w2",
+        "CompilationError",
+        "k_w4",
+    ]
+    assert len(compiled) == 3
+    # tuning the same module later compiles only what it has not seen, and a
+    # setting that failed is tried again
+    again = autotune.compile_all(
+        "src a", [(sig, KernelConfig("k", w, 2)) for w in (2, 3, 4, 8)]
+    )
+    assert [c.num_warps for c in compiled[3:]] == [3, 8]
+    assert again[0] is first[0] and again[2] is first[2]
+    # another module's kernel of the same name and settings is its own
+    autotune.compile_all("src b", [(sig, KernelConfig("k", 2, 2))])
+    assert len(compiled) == 6
+
+
+def test_the_record_keeps_only_the_most_recent(monkeypatch) -> None:
+    monkeypatch.setattr(autotune, "_compile_one", lambda job: _binary("k"))
+    monkeypatch.setattr(autotune.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    monkeypatch.setattr(autotune, "REMEMBERED", 3)
+    for i in range(5):
+        autotune.compile_all(f"src {i}", [(("*fp16",), KernelConfig("k"))])
+    assert len(autotune._binaries) == 3
