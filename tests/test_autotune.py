@@ -73,9 +73,10 @@ def test_a_kernel_compiled_ahead_is_not_compiled_again(monkeypatch) -> None:
     )
     assert [c.num_warps for c in compiled[3:]] == [3, 8]
     assert again[0] is first[0] and again[2] is first[2]
-    # another module's kernel of the same name and settings is its own
-    autotune.compile_all("src b", [(sig, KernelConfig("k", 2, 2))])
-    assert len(compiled) == 6
+    # another module's kernel of the same name and settings is its own, and
+    # one asked for twice at once is compiled once
+    twice = autotune.compile_all("src b", [(sig, KernelConfig("k", 2, 2))] * 2)
+    assert len(compiled) == 6 and twice[0] is twice[1]
 
 
 def test_the_record_keeps_only_the_most_recent(monkeypatch) -> None:

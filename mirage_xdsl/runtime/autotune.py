@@ -9,8 +9,9 @@ flushed before every launch and the median kept; the fastest wins. The choice
 is cached on disk under ``$MIRAGE_CACHE_DIR/triton-tune``, keyed by the
 kernel's printed source, its grid, the GPU's name and the triton version.
 Compiled kernels are also kept in memory (the most recent
-:data:`REMEMBERED`), so kernels compiled ahead, all candidates of a search
-at once (:func:`compile_many`), are not compiled again when tuned.
+:data:`REMEMBERED`), so a module compiled again in the same process (the
+search's pick, compiled by its caller after the search tuned it) forks no
+compiler processes.
 
 Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
 kernel has one (it exists only for matmuls of fewer than 16 rows, whose
@@ -130,8 +131,7 @@ Job = tuple[str, tuple[str, ...], KernelConfig]
 """(module source, kernel signature, settings): one compilation."""
 
 REMEMBERED = 1024
-"""Compiled kernels kept in memory (the most recent), so a kernel compiled
-ahead by :func:`compile_many` is not compiled again when it is tuned."""
+"""Compiled kernels kept in memory (the most recent)."""
 _binaries: OrderedDict[tuple[str, tuple[str, ...], KernelConfig], TritonBinary] = (
     OrderedDict()
 )
@@ -143,27 +143,28 @@ def _memo_key(job: Job) -> tuple[str, tuple[str, ...], KernelConfig]:
 
 
 def compile_many(work: list[Job]) -> list[TritonBinary | str]:
-    """Compile many kernels, of any modules, in parallel processes (one pool
-    for all); a kernel compiled before in this process is not compiled again."""
+    """Compile many kernels, of any modules, in parallel processes; each
+    distinct one once, and none compiled before in this process again."""
     keys = [_memo_key(job) for job in work]
-    todo = sorted({i for i, k in enumerate(keys) if k not in _binaries})
+    todo = {k: job for k, job in zip(keys, work, strict=True) if k not in _binaries}
     workers = min(len(todo), os.cpu_count() or 1, 16)
     if workers <= 1:
-        fresh = [_compile_one(work[i]) for i in todo]
+        fresh = [_compile_one(job) for job in todo.values()]
     else:
         import multiprocessing
 
         with ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork")
         ) as pool:
-            fresh = list(pool.map(_compile_one, [work[i] for i in todo]))
-    out: dict[int, TritonBinary | str] = dict(zip(todo, fresh, strict=True))
-    for i, binary in out.items():
+            fresh = list(pool.map(_compile_one, todo.values()))
+    compiled = dict(zip(todo, fresh, strict=True))
+    out = [compiled[k] if k in compiled else _binaries[k] for k in keys]
+    for k, binary in compiled.items():
         if isinstance(binary, TritonBinary):
-            _binaries[keys[i]] = binary
+            _binaries[k] = binary
     while len(_binaries) > REMEMBERED:
         _binaries.popitem(last=False)
-    return [out[i] if i in out else _binaries[keys[i]] for i in range(len(work))]
+    return out
 
 
 def compile_all(
