@@ -115,7 +115,6 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
                     ),
                     shared_bytes=_int(shared) if shared is not None else 0,
                     args=tuple(names[v] for v in op.kernelOperands),
-                    waits=True,
                 )
             )
     source = cuda_source([kernel_source(kernels[n]) for n in used])

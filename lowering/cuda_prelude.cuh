@@ -23,16 +23,6 @@ __device__ __forceinline__ void mx_cvt(float& d, float s) { d = s; }
 __device__ __forceinline__ void mx_cvt(__half& d, float s) { d = mx_f2h(s); }
 __device__ __forceinline__ void mx_cvt(__half& d, __half s) { d = s; }
 
-// Programmatic dependent launch (sm_90+): every kernel first waits until the
-// kernel before it in the stream has finished and its writes are visible, then
-// lets the next kernel's blocks start. Both are no-ops for a plain launch.
-__device__ __forceinline__ void mx_grid_dependency() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ unsigned mx_smem(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

@@ -9,9 +9,7 @@ static strides. The ``gpux`` ops print as calls into the prelude
 function each, in the manner of xDSL's interpreter tables. bf16 values are
 ``mx_bf16`` (their 16 bits) and convert through ``mx_bf2f``/``mx_f2bf``; their
 prelude (``cuda_prelude_bf16.cuh``) is added only to sources that use it, so
-f16 and f32 programs print as they always have. Every kernel opens with
-``mx_grid_dependency()`` (``griddepcontrol``), so the runtime may launch it
-programmatically after the kernel before it.
+f16 and f32 programs print as they always have.
 """
 
 from __future__ import annotations
@@ -147,7 +145,6 @@ class CudaPrinter:
             f"{fn.sym_name.data}({', '.join(params)}) {{"
         )
         self.depth += 1
-        self.emit("mx_grid_dependency();")
         self.block(block)
         self.depth -= 1
         self.emit("}")

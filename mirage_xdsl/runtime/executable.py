@@ -7,7 +7,7 @@ configuration fails with a sentence instead of ``CUDA_ERROR_INVALID_VALUE`` at
 launch. Intermediates are allocated once and reused by every call.
 
 On Hopper, every kernel after the first whose code waits for its predecessor
-(``KernelLaunch.waits``: both code generators emit the wait) is launched with
+(``KernelLaunch.waits``: the Triton backend's kernels) is launched with
 programmatic stream serialization, so its launch overlaps the tail of the
 kernel before it instead of following its completion.
 """
