@@ -31,6 +31,14 @@ whole run is inside --budget seconds; --no-compile / --no-max-autotune skip them
   python tools/bench.py --only gqa --batches 1 --no-max-autotune
   python tools/bench.py --dry-run             # no GPU: build and check what would run
 
+The searches take most of a run. To time every form of every configuration in
+one run when that does not fit, search first and keep the results (the
+search cache holds each search's pick and measured runners-up; the Triton
+choices go to $MIRAGE_CACHE_DIR), then run with the same cache:
+
+  MIRAGE_CACHE_DIR=cache python tools/bench.py --search-only --search-cache cache/search
+  MIRAGE_CACHE_DIR=cache python tools/bench.py --search-cache cache/search
+
 Writes bench.json, bench.md, bench.png and search_candidates.json (every
 candidate the searches timed, with its program) to --out (default $OUT).
 """
