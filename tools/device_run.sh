@@ -7,9 +7,18 @@
 #   ... copy the repository with .device/ to the GPU machine, then there:
 #   tools/device_run.sh [STAGE] [TOOL OPTIONS...]
 #
-# STAGE: install | test | check | bench | all (default: all = install, test, check
-# with both backends, bench; all of it takes more than one 10-minute device call)
-# TOOL OPTIONS go to tools/gpu_check.py (check) or tools/bench.py (bench).
+# STAGE: install | test | check | search | bench | all (default: all = install, test,
+# check with both backends, bench; all of it takes more than one 10-minute device call)
+# TOOL OPTIONS go to tools/gpu_check.py (check) or tools/bench.py (search, bench).
+#
+# search and bench keep what the searches found (their picks, the Triton choices and
+# the cubins) in one archive, $OUT/bench-cache.tar.gz, and start from the archive
+# named by BENCH_CACHE when there is one. So the searches can span several device
+# calls, and a last call times every form with all of them served from the cache:
+#
+#   tools/device_run.sh search --batches 1 8 --stop-after 450
+#   BENCH_CACHE=path/to/bench-cache.tar.gz tools/device_run.sh search --batches 1 8
+#   BENCH_CACHE=path/to/bench-cache.tar.gz tools/device_run.sh bench --batches 1 8
 # Results go to $OUT (default ./device-out): device_run.log, gpu_check.{json,md},
 # gpu_check_triton.{json,md}, bench.{json,md,png}. Exit status: 0 when every stage passed.
 set -uo pipefail
@@ -61,6 +70,23 @@ run_tests() {
 
 run_check() { "$PY" tools/gpu_check.py --out "$OUT" "$@"; }
 
+CACHE=$PWD/.bench-cache
+
+with_cache() {
+  # unpack BENCH_CACHE, run, and pack the cache into one file under $OUT (a folder
+  # of many small files does not travel well between machines)
+  mkdir -p "$CACHE"
+  if [[ -n "${BENCH_CACHE:-}" ]]; then
+    tar xzf "$BENCH_CACHE" -C "$CACHE" || return 1
+  fi
+  local rc=0
+  MIRAGE_CACHE_DIR=$CACHE "$@" --search-cache "$CACHE/search" || rc=$?
+  tar czf "$OUT/bench-cache.tar.gz" -C "$CACHE" . || rc=1
+  return $rc
+}
+
+run_search() { with_cache "$PY" tools/bench.py --out "$OUT" --search-only "$@"; }
+
 run_bench() {
   local budget=${BENCH_BUDGET:-}
   if [[ -z "$budget" && "$stage" == all ]]; then
@@ -68,7 +94,7 @@ run_bench() {
     budget=$(( LIMIT - SECONDS - 60 ))
     (( budget < 60 )) && budget=60
   fi
-  "$PY" tools/bench.py --out "$OUT" ${budget:+--budget "$budget"} "$@"
+  with_cache "$PY" tools/bench.py --out "$OUT" ${budget:+--budget "$budget"} "$@"
 }
 
 step() {
@@ -86,6 +112,7 @@ main() {
     install) step install install ;;
     test) step test run_tests ;;
     check) step check run_check "$@" ;;
+    search) step search run_search "$@" ;;
     bench) step bench run_bench "$@" ;;
     all)
       step install install || return 1
@@ -94,7 +121,7 @@ main() {
       step check-triton run_check --backend triton --random 200
       step bench run_bench
       ;;
-    *) echo "device_run: unknown stage '$stage' (install|test|check|bench|all)"; return 2 ;;
+    *) echo "device_run: unknown stage '$stage' (install|test|check|search|bench|all)"; return 2 ;;
   esac
   return $status
 }
