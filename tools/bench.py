@@ -18,7 +18,8 @@ write to flush L2, and CUDA events around one replay; the median and the 10th
 and 90th percentiles are reported. A second figure puts 20 calls in one graph
 (launch latency amortised, as inside a model's layer), each after a flush; a
 graph of the flushes alone is timed and subtracted; that second figure is the
-headline. A device-to-device copy of 1 GiB, timed the
+headline. A timer idle for over a second first keeps the GPU busy for 0.1 s,
+so clocks that dropped while something compiled are back up. A device-to-device copy of 1 GiB, timed the
 same way, gives the bandwidth roofline; each of our kernels' achieved
 bandwidth counts the fewest bytes it must move (inputs read once, outputs
 written once).
