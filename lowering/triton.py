@@ -244,17 +244,16 @@ def run(*inputs):
 '''
 
 
-HEADER = """import os
-
-import triton
+HEADER = """import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-# Each kernel waits for the one before it and lets the next start early
-# (programmatic dependent launch); Triton's CPU interpreter has no such control.
-GRID_DEPENDENCY = tl.constexpr(
-    os.environ.get("TRITON_INTERPRET", "0").lower() not in ("1", "true", "on")
-)
+# Grid dependency control: each kernel waits for the one before it and lets the
+# next start early. mirage-xdsl's runtime turns it on when it compiles these
+# kernels for sm_90 and launches them programmatically; Triton's own launcher
+# (run() below) launches plainly, so here it is off and the kernels compile for
+# any GPU.
+GRID_DEPENDENCY = tl.constexpr(False)
 
 
 """

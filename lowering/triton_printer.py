@@ -19,11 +19,12 @@ Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
 reference does. Matmuls marked ``fma`` multiply and ``tl.sum`` instead.
 
 Every kernel opens with ``gdc_wait()`` then ``gdc_launch_dependents()``
-(grid dependency control, left out under Triton's interpreter): it reads
-nothing before the kernel ahead of it in the stream has finished, and it
-lets the next kernel's blocks start early, so the runtime may launch it
-programmatically and hide the launch latency between a µGraph's kernels.
-Both are no-ops for a plain launch.
+under the module's ``GRID_DEPENDENCY`` (grid dependency control, sm_90: on
+when the runtime compiles the kernels, off in the module as printed, so it
+runs anywhere): it reads nothing before the kernel ahead of it in the stream
+has finished, and it lets the next kernel's blocks start early, so the
+runtime may launch it programmatically and hide the launch latency between
+a µGraph's kernels. Both are no-ops for a plain launch.
 """
 
 from __future__ import annotations

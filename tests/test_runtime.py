@@ -280,24 +280,12 @@ def test_kernels_after_the_first_launch_programmatically_when_they_wait(
         compiled.close()
 
 
-def test_triton_kernels_wait_for_their_predecessor_and_cuda_c_kernels_do_not() -> None:
+def test_cuda_c_kernels_are_launched_plainly() -> None:
+    """Programmatic launch made 6 of 10 CUDA C programs slower on the H100,
+    so their kernels neither wait for their predecessor nor declare it."""
     from mirage_xdsl.lowering.cuda import generate_program
-    from mirage_xdsl.lowering.triton import generate_triton
-    from mirage_xdsl.runtime.triton_backend import launch_of
-    from mirage_xdsl.runtime.triton_compile import TritonBinary
 
-    module = WORKLOADS["rmsnorm_linear"].module(1, 16)
-    triton = generate_triton(module.clone())
-    variants = sum(len(k.variants) for k in triton.kernels)
-    wait = (
-        "    if GRID_DEPENDENCY:\n        gdc_wait()\n        gdc_launch_dependents()"
-    )
-    assert triton.source.count(wait) == variants
-    binary = TritonBinary("k", b"", 4, 0, ())
-    assert all(launch_of(k, binary).waits for k in triton.kernels)
-    # CUDA C kernels are launched plainly: programmatic launch made them
-    # slower on the H100 as often as faster
-    program = generate_program(module.clone())
+    program = generate_program(WORKLOADS["rmsnorm_linear"].module(1, 16))
     assert len(program.launches) == 2 and not any(x.waits for x in program.launches)
     assert "griddepcontrol" not in program.source
 

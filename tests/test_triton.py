@@ -203,6 +203,37 @@ def _check_compiled(compiled) -> None:
         assert compiled.cubins[launch.name][:4] == b"\x7fELF"
         assert launch.block[0] % 32 == 0 and launch.block[0] <= 1024
         assert 0 <= launch.shared_bytes <= 227 * 1024
+        assert launch.waits  # so the runtime may launch it programmatically
+
+
+def test_the_printed_module_compiles_for_any_gpu_and_the_runtimes_kernels_wait() -> (
+    None
+):
+    """Grid dependency control needs sm_90: the module as printed leaves it
+    off (its own runner launches plainly, on any GPU); the runtime's sm_90
+    compile turns it on, and reads the wait off each binary."""
+    import linecache
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mirage_xdsl.runtime.triton_compile import KernelConfig, compile_kernel, waits
+
+    program = generate_triton(WORKLOADS["rmsnorm_linear"].module(1, 16))
+    kernel = program.kernels[0]
+    name = "<printed rmsnorm_linear>"
+    linecache.cache[name] = (0, None, program.source.splitlines(True), name)
+    namespace: dict = {"__name__": "printed_rmsnorm_linear"}
+    exec(compile(program.source, name, "exec"), namespace)
+    fn = namespace[kernel.variants[0]]
+    sm80 = triton.compile(
+        ASTSource(fn, dict(zip(fn.arg_names, kernel.signature, strict=True)), None, {}),
+        target=GPUTarget("cuda", 80, 32),
+    )
+    assert "griddepcontrol" not in sm80.asm["ptx"]
+    ours = compile_kernel(program.source, kernel.signature, KernelConfig(fn.__name__))
+    assert waits(ours) and "griddepcontrol.launch_dependents" in ours.ptx
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -18,7 +18,7 @@ from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.lowering.triton import TritonKernel, TritonProgram, generate_triton
 from mirage_xdsl.runtime import autotune
-from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary
+from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary, waits
 
 Chosen = dict[str, tuple[KernelConfig, TritonBinary]]
 
@@ -31,7 +31,7 @@ def launch_of(kernel: TritonKernel, binary: TritonBinary) -> KernelLaunch:
         shared_bytes=binary.shared_bytes,
         args=kernel.args,
         scratch=binary.scratch,
-        waits=True,
+        waits=waits(binary),
     )
 
 

@@ -27,6 +27,8 @@ from mirage_xdsl.ir.diagnostics import MirageError
 
 TARGET_ARCH = 90
 """sm_90 (H100): Triton compiles it as sm_90a, with wgmma."""
+GRID_DEPENDENCY_ARCH = 90
+"""Grid dependency control (``griddepcontrol``) needs sm_90."""
 
 
 class TritonUnavailable(MirageError):
@@ -75,15 +77,30 @@ def triton_version() -> str:
 
 
 @functools.cache
-def load_source(source: str) -> dict[str, Any]:
-    """Execute a generated module from memory; its globals by name."""
-    triton_module()
+def load_source(source: str, grid_dependency: bool = False) -> dict[str, Any]:
+    """Execute a generated module from memory; its globals by name.
+
+    ``grid_dependency`` turns the module's ``GRID_DEPENDENCY`` on before
+    anything is compiled, as the runtime does: it compiles the kernels for
+    sm_90 and launches each programmatically after the one before, so each
+    must wait for its predecessor (:func:`waits` reads that off the binary).
+    As printed, the module leaves it off, for Triton's own launcher and its
+    interpreter."""
+    triton = triton_module()
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     filename = f"<mirage-triton-{digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict[str, Any] = {"__name__": f"mirage_triton_{digest}"}
     exec(compile(source, filename, "exec"), namespace)
+    if grid_dependency and "GRID_DEPENDENCY" in namespace:
+        namespace["GRID_DEPENDENCY"] = triton.language.constexpr(True)
     return namespace
+
+
+def waits(binary: TritonBinary) -> bool:
+    """Whether the compiled kernel waits for the kernel before it (and may so
+    be launched programmatically)."""
+    return "griddepcontrol.wait" in binary.ptx
 
 
 def _param_count(ptx: str, name: str) -> int:
@@ -101,7 +118,7 @@ def compile_kernel(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    fn = load_source(source)[config.variant]
+    fn = load_source(source, TARGET_ARCH >= GRID_DEPENDENCY_ARCH)[config.variant]
     names = fn.arg_names
     sig = dict(zip(names, signature, strict=True))
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(names))}
