@@ -58,8 +58,9 @@ def test_a_kernel_compiled_ahead_is_not_compiled_again(monkeypatch) -> None:
     monkeypatch.setattr(autotune.os, "cpu_count", lambda: 1)
     monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
     sig = ("*fp16",)
-    ahead = [("src a", sig, KernelConfig("k", w, 2)) for w in (2, 3, 4)]
-    first = autotune.compile_many(ahead)
+    first = autotune.compile_all(
+        "src a", [(sig, KernelConfig("k", w, 2)) for w in (2, 3, 4)]
+    )
     assert [b.name if isinstance(b, TritonBinary) else b[:16] for b in first] == [
         "k_w2",
         "CompilationError",

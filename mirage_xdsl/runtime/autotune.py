@@ -127,36 +127,34 @@ def _compile_one(args: tuple[str, tuple[str, ...], KernelConfig]) -> TritonBinar
         return f"{type(e).__name__}: {e}"
 
 
-Job = tuple[str, tuple[str, ...], KernelConfig]
-"""(module source, kernel signature, settings): one compilation."""
-
 REMEMBERED = 1024
 """Compiled kernels kept in memory (the most recent)."""
 _binaries: OrderedDict[tuple[str, tuple[str, ...], KernelConfig], TritonBinary] = (
     OrderedDict()
 )
+"""By (the module source's digest, kernel signature, settings)."""
 
 
-def _memo_key(job: Job) -> tuple[str, tuple[str, ...], KernelConfig]:
-    source, signature, config = job
-    return hashlib.sha256(source.encode()).hexdigest(), signature, config
-
-
-def compile_many(work: list[Job]) -> list[TritonBinary | str]:
-    """Compile many kernels, of any modules, in parallel processes; each
-    distinct one once, and none compiled before in this process again."""
-    keys = [_memo_key(job) for job in work]
-    todo = {k: job for k, job in zip(keys, work, strict=True) if k not in _binaries}
-    workers = min(len(todo), os.cpu_count() or 1, 16)
+def compile_all(
+    source: str, jobs: Iterable[tuple[tuple[str, ...], KernelConfig]]
+) -> list[TritonBinary | str]:
+    """Compile many (signature, config) pairs of one module, in parallel
+    processes; each distinct pair once, and none compiled before in this
+    process again."""
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    keys = [(digest, sig, config) for sig, config in jobs]
+    todo = list(dict.fromkeys(k for k in keys if k not in _binaries))
+    work = [(source, sig, config) for _, sig, config in todo]
+    workers = min(len(work), os.cpu_count() or 1, 16)
     if workers <= 1:
-        fresh = [_compile_one(job) for job in todo.values()]
+        fresh = [_compile_one(w) for w in work]
     else:
         import multiprocessing
 
         with ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork")
         ) as pool:
-            fresh = list(pool.map(_compile_one, todo.values()))
+            fresh = list(pool.map(_compile_one, work))
     compiled = dict(zip(todo, fresh, strict=True))
     out = [compiled[k] if k in compiled else _binaries[k] for k in keys]
     for k, binary in compiled.items():
@@ -165,13 +163,6 @@ def compile_many(work: list[Job]) -> list[TritonBinary | str]:
     while len(_binaries) > REMEMBERED:
         _binaries.popitem(last=False)
     return out
-
-
-def compile_all(
-    source: str, jobs: Iterable[tuple[tuple[str, ...], KernelConfig]]
-) -> list[TritonBinary | str]:
-    """Compile many (signature, config) pairs of one module, in parallel processes."""
-    return compile_many([(source, sig, config) for sig, config in jobs])
 
 
 def pending(
