@@ -41,3 +41,26 @@ def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
     timings = measure.time_module(object(), ("triton", "cuda"), FakeTimer())
     assert timings == [measure.Timing("triton", 10.0, 5.0)]
     assert all(c.closed for c in built)  # the refused build is released too
+
+
+def test_a_program_lowered_ahead_is_what_the_cuda_backend_compiles(
+    monkeypatch,
+) -> None:
+    given: list[tuple[object, str]] = []
+
+    class Ok:
+        def run(self, *xs, outputs):
+            pass
+
+        def close(self):
+            pass
+
+    def fake_compile(program, backend):
+        given.append((program, backend))
+        return Ok()
+
+    monkeypatch.setattr(api, "compile", fake_compile)
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    module, lowered = object(), object()
+    measure.time_module(module, ("triton", "cuda"), FakeTimer(), lowered)
+    assert given == [(module, "triton"), (lowered, "cuda")]

@@ -56,16 +56,21 @@ def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:
 
 
 def time_module(
-    module: Any, backends: Sequence[str] = BACKENDS, timer: GraphTimer | None = None
+    module: Any,
+    backends: Sequence[str] = BACKENDS,
+    timer: GraphTimer | None = None,
+    lowered: Any = None,
 ) -> list[Timing]:
-    """Each backend's timing of ``module`` (a backend that fails is left out)."""
+    """Each backend's timing of ``module`` (a backend that fails is left out);
+    ``lowered``: its CUDA C program when already lowered."""
     from mirage_xdsl.runtime.api import compile
 
     timer = timer or GraphTimer()
     out = []
     for backend in backends:
+        program = lowered if backend == "cuda" and lowered is not None else module
         try:
-            compiled = compile(module, backend=backend)
+            compiled = compile(program, backend=backend)
         except Exception:  # a backend that cannot build this program is no candidate
             continue
         try:
@@ -85,11 +90,12 @@ def time_module(
     return out
 
 
-def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> None:
+def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> list[Any]:
     """Compile the CUDA C of every module ahead of timing, all at once through
     NVRTC in threads (it releases the GIL), so timing each module finds its
-    cubin in the cubin cache. A module the backend cannot build is left to
-    fail when it is timed.
+    cubin in the cubin cache. Returns each module's lowered CUDA C program
+    (``None`` where it could not be lowered, left to fail when timed), so
+    timing does not lower it again.
 
     Triton kernels are compiled module by module, as each is tuned. In the
     one H100 run that compiled every candidate's every Triton setting ahead
@@ -98,19 +104,18 @@ def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> No
     in an earlier run); the binaries equal those compiled one by one, so the
     cause is not known, and Triton is left out here until it is."""
     if "cuda" not in backends:
-        return
+        return [None] * len(modules)
     from concurrent.futures import ThreadPoolExecutor
 
     from mirage_xdsl.runtime.api import lower
     from mirage_xdsl.runtime.compile import nvrtc_version
     from mirage_xdsl.runtime.compiled import CompiledProgram
 
-    programs = []
-    for module in modules:
+    def lowered(module) -> Any:
         try:
-            programs.append(lower(module))
+            return lower(module)
         except Exception:
-            continue
+            return None
 
     def build(program) -> None:
         try:
@@ -118,9 +123,12 @@ def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> No
         except Exception:
             pass
 
+    programs = [lowered(m) for m in modules]
+    built = [p for p in programs if p is not None]
     nvrtc_version()  # load NVRTC once, before the threads
-    with ThreadPoolExecutor(max(1, min(len(programs), 16))) as pool:
-        list(pool.map(build, programs))
+    with ThreadPoolExecutor(max(1, min(len(built), 16))) as pool:
+        list(pool.map(build, built))
+    return programs
 
 
 @dataclass
@@ -130,6 +138,8 @@ class GpuMeasure:
     backends: tuple[str, ...] = BACKENDS
     last: list[Timing] = field(default_factory=list)
     _timer: GraphTimer | None = None
+    _lowered: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    """By ``id`` of a prepared module: the module and its CUDA C program."""
 
     @property
     def key(self) -> str:
@@ -146,12 +156,16 @@ class GpuMeasure:
 
     def prepare(self, modules: Sequence[Any]) -> None:
         """Compile every module the search will time, before timing any."""
-        precompile(modules, self.backends)
+        programs = precompile(modules, self.backends)
+        self._lowered = {id(m): (m, p) for m, p in zip(modules, programs, strict=True)}
 
     def __call__(self, module: Any) -> float:
         if self._timer is None:
             self._timer = GraphTimer()
-        self.last = time_module(module, self.backends, self._timer)
+        prepared, lowered = self._lowered.pop(id(module), (None, None))
+        if prepared is not module:
+            lowered = None
+        self.last = time_module(module, self.backends, self._timer, lowered)
         if not self.last:
             return float("inf")
         return min(t.batched_us for t in self.last) * 1e-6
