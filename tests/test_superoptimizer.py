@@ -1,7 +1,8 @@
 """Stopping a search: signals, a dead worker, a killed process, a shared cache.
 
-A stopped search returns the best verified µGraph found so far and writes
-nothing to the cache; a search killed outright leaves the cache readable; the
+A search a signal stops returns the best verified µGraph found so far and
+writes nothing to the cache; one its budget stops is cached for that budget;
+a search killed outright leaves the cache readable; the
 next run completes and caches its result. Each search here is gated MLP at
 reduced shapes, two kernels deep: one-kernel candidates are found within a
 second, and the second depth keeps it busy for seconds more, long enough to
@@ -81,6 +82,23 @@ def test_ctrl_c_returns_the_best_so_far_and_caches_nothing(tmp_path, jobs) -> No
     assert not rerun.report.stopped and not rerun.report.cached
     assert len(_entries(tmp_path)) == 1
     assert superoptimize_function(fn, options, None, str(tmp_path)).report.cached
+
+
+def test_a_search_its_budget_stopped_answers_only_as_short_a_budget(tmp_path) -> None:
+    fn = entry_function(_program())
+    short = SearchOptions(jobs=1, **{**OPTIONS, "budget": 1.0})
+    first = superoptimize_function(fn, short, None, str(tmp_path))
+    assert first.report.stopped == "budget" and not first.report.cached
+    assert [e["budget"] for e in _entries(tmp_path)] == [1.0]
+    again = superoptimize_function(fn, short, None, str(tmp_path))
+    assert again.report.cached and again.report.stopped == "budget"
+    # more time searches again, and the complete result replaces the entry
+    longer = SearchOptions(jobs=1, **OPTIONS)
+    full = superoptimize_function(fn, longer, None, str(tmp_path))
+    assert not full.report.cached and not full.report.stopped
+    assert ["budget" in e for e in _entries(tmp_path)] == [False]
+    # and answers any budget from then on
+    assert superoptimize_function(fn, short, None, str(tmp_path)).report.cached
 
 
 SEARCH = textwrap.dedent(

@@ -18,7 +18,8 @@ within its budget). Which tasks the cost bound skips does depend on when
 cheaper candidates arrive, but a skipped task could only have produced
 candidates above the limit, so the pick stays the same (``bound.py``).
 SIGINT and SIGTERM stop the search (a second one aborts), and so does a worker process that dies: what was found so far is
-verified and returned, and nothing is written to the cache. The cache itself
+verified and returned, and nothing is written to the cache (a search its
+budget stopped is cached with that budget, ``_answers``). The cache itself
 is written atomically (``cache.py``), so a process killed at any point leaves
 it readable.
 """
@@ -853,7 +854,7 @@ def superoptimize_function(
     )
     cacheable = measure is None or measure_key is not None
     hit = cache.get(key) if cache and cacheable else None
-    if hit is not None:
+    if hit is not None and _answers(hit, options.budget):
         return _from_cache(hit, report, start)
     progress = progress or Progress()
     stop = _Stop()
@@ -875,14 +876,22 @@ def superoptimize_function(
     report.kernels_after = best.kernels
     report.seconds = time.monotonic() - start
     fn = _function_of(best)
-    if cache and cacheable and not report.stopped:
+    if cache and cacheable and report.stopped in ("", "budget"):
         from mirage_xdsl.ir.printing import module_text as text_of
 
-        cache.put(
-            key,
-            {"program": text_of(ModuleOp([fn.clone()])), "report": report.to_json()},
-        )
+        entry = {"program": text_of(ModuleOp([fn.clone()])), "report": report.to_json()}
+        if report.stopped:
+            entry["budget"] = options.budget
+        cache.put(key, entry)
     return Outcome(best, fn, report, candidates)
+
+
+def _answers(entry: dict, budget: float) -> bool:
+    """Whether a cached result answers a search with ``budget`` seconds: a
+    complete search always does; one its budget stopped answers only searches
+    given no more time than it had, so a longer budget searches again (and
+    replaces the entry). A search stopped by a signal is never cached."""
+    return "budget" not in entry or budget <= entry["budget"]
 
 
 def _function_of(ug: UGraph) -> func.FuncOp:
