@@ -18,17 +18,27 @@ Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
 (f16 or bf16 run on tensor cores) and accumulate in fp32, as the interpreter's
 reference does. Matmuls marked ``fma`` multiply and ``tl.sum`` instead.
 
-Every kernel opens with ``gdc_wait()`` then ``gdc_launch_dependents()``
+Every kernel opens with ``gdc_launch_dependents()`` and calls ``gdc_wait()``
 under the module's ``GRID_DEPENDENCY`` (grid dependency control, sm_90: on
 when the runtime compiles the kernels, off in the module as printed, so it
-runs anywhere): it reads nothing before the kernel ahead of it in the stream
-has finished, and it lets the next kernel's blocks start early, so the
-runtime may launch it programmatically and hide the launch latency between
-a µGraph's kernels. Both are no-ops for a plain launch.
+runs anywhere): it lets the next kernel's blocks start early, and reads
+nothing another kernel wrote before the kernel ahead of it in the stream has
+finished, so the runtime may launch it programmatically and hide the launch
+latency between a µGraph's kernels. Both are no-ops for a plain launch.
+
+What a kernel computes from the program's own inputs alone, which no kernel
+writes, it computes before the wait (``plan_early``): the loads and partial
+sums of those inputs then overlap the kernel ahead. A split-K combine sums the
+squares of X's row for RMSNorm there, while the partial products are still
+being made. The early part has its own pass of the for-loop; stores, and
+anything a store or a later kernel's value needs inside the loop, stay after
+the wait.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 
@@ -38,6 +48,7 @@ from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.ir.diagnostics import OpVerifyError
+from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
 
@@ -186,6 +197,10 @@ class KernelPrinter:
         weights for the old sums and the new term (``shift_weights``)."""
         self.loop_tail: list[str] = []
         """Lines that end each iteration, after every accumulator is updated."""
+        self.early_pre: list[str] = []
+        self.early_loop: list[str] = []
+        """The invariant part and the loop body of what runs before the wait
+        (``plan_early``); ``placed`` swaps them in for ``pre`` and ``loop``."""
 
     # -- helpers ------------------------------------------------------------
 
@@ -695,39 +710,113 @@ class KernelPrinter:
                 if form is not None and form.data == "dot":  # type: ignore[attr-defined]
                     self.fused_accums[mm] = op
 
+    def reads_program_input(self, op: block.InputOp) -> bool:
+        """Whether ``op`` loads one of the program's own inputs (through any
+        reshapes), which no kernel of the program writes."""
+        value = self.op.operands[self.op.entry.args.index(op.source)]  # type: ignore[arg-type]
+        while isinstance(value.owner, Operation) and is_alias(value.owner):
+            value = value.owner.operands[0]
+        return not isinstance(value.owner, Operation)
+
+    def plan_early(self) -> set[Operation]:
+        """The ops that run before ``gdc_wait()``: those computed from the
+        program's inputs alone, less any per-iteration value that something
+        after the wait uses (the early part has its own pass of the loop, so
+        its per-iteration values do not reach the second). Outputs,
+        concatenations (block scratch) and online-softmax accumulators (their
+        running maximum ends each iteration) stay after the wait."""
+        ops = list(self.op.entry.ops)
+        if any(isinstance(op, block.ForloopAccumOp) and op.shifted for op in ops):
+            return set()
+        independent: set[Operation] = set()
+        for op in ops:
+            if isinstance(op, block.InputOp):
+                if self.reads_program_input(op):
+                    independent.add(op)
+            elif not isinstance(op, block.OutputOp) and not (
+                isinstance(op, t.TensorOp) and op.KIND == "concat"
+            ):
+                if all(v.owner in independent for v in op.operands):
+                    independent.add(op)
+        early = set(independent)
+        changed = True
+        while changed:
+            changed = False
+            for op in ops:
+                if op in early and not self.stays_early(op, early):
+                    early.discard(op)
+                    changed = True
+        return early
+
+    def stays_early(self, op: Operation, early: set[Operation]) -> bool:
+        """Whether ``op`` may run before the wait when ``early`` do: its
+        operands are made there, and a per-iteration value is used only there
+        (with one iteration there is no loop to pass twice)."""
+        made = all(
+            v.owner in early for v in op.operands if isinstance(v.owner, Operation)
+        )
+        in_loop = self.forloop > 1 and any(
+            self.phases[r] == Phase.LOOP for r in op.results
+        )
+        return made and (
+            not in_loop
+            or all(use.operation in early for r in op.results for use in r.uses)
+        )
+
+    @contextmanager
+    def placed(self, early: bool) -> Iterator[None]:
+        """Print into the part before the wait while ``early``."""
+        if not early:
+            yield
+            return
+        self.pre, self.early_pre = self.early_pre, self.pre
+        self.loop, self.early_loop = self.early_loop, self.loop
+        try:
+            yield
+        finally:
+            self.pre, self.early_pre = self.early_pre, self.pre
+            self.loop, self.early_loop = self.early_loop, self.loop
+
     def print(self) -> str:
         self.plan_fused_accums()
         self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
+        early = self.plan_early()
         outputs = 0
         for op in self.op.entry.ops:
-            if isinstance(op, block.InputOp):
-                self.print_input(op)
-            elif isinstance(op, block.OutputOp):
-                self.print_output(op, outputs)
-                outputs += 1
-            elif isinstance(op, block.ForloopAccumOp):
-                if op not in self.fused_accums_by_accum:
-                    self.print_accum(op)
-            elif isinstance(op, block.MatmulOp):
-                if op in self.fused_accums:
-                    self.print_fused_accum(self.fused_accums[op])
-                self.print_matmul(op)
-            elif isinstance(op, t.TensorOp) and op.KIND == "reduce_sum":
-                self.print_reduce(op)
-            elif isinstance(op, t.TensorOp) and op.KIND == "reduce_max":
-                self.print_reduce_max(op)
-            elif isinstance(op, t.TensorOp) and op.KIND == "concat":
-                self.print_concat(op)
-            elif isinstance(op, block.TransposeOp):
-                self.print_transpose(op)
-            elif isinstance(op, t.TensorOp):
-                self.print_elementwise(op)
-            else:
-                raise OpVerifyError(
-                    op,
-                    f"'{op.name}' has no Triton lowering; run legalize-for-triton first",
-                )
+            with self.placed(op in early):
+                outputs = self.print_op(op, outputs)
         return self.assemble()
+
+    def print_op(self, op: Operation, outputs: int) -> int:
+        """Print one op of the block graph; returns the outputs printed so far."""
+        if isinstance(op, block.InputOp):
+            self.print_input(op)
+        elif isinstance(op, block.OutputOp):
+            self.print_output(op, outputs)
+            outputs += 1
+        elif isinstance(op, block.ForloopAccumOp):
+            if op not in self.fused_accums_by_accum:
+                self.print_accum(op)
+        elif isinstance(op, block.MatmulOp):
+            if op in self.fused_accums:
+                self.print_fused_accum(self.fused_accums[op])
+            self.print_matmul(op)
+        elif isinstance(op, t.TensorOp) and op.KIND == "reduce_sum":
+            self.print_reduce(op)
+        elif isinstance(op, t.TensorOp) and op.KIND == "reduce_max":
+            self.print_reduce_max(op)
+        elif isinstance(op, t.TensorOp) and op.KIND == "concat":
+            self.print_concat(op)
+        elif isinstance(op, block.TransposeOp):
+            self.print_transpose(op)
+        elif isinstance(op, t.TensorOp):
+            self.print_elementwise(op)
+        else:
+            raise OpVerifyError(
+                op,
+                f"'{op.name}' has no Triton lowering; run legalize-for-triton first",
+            )
+        return outputs
 
     def assemble(self) -> str:
         grid, forloop = self.grid, self.forloop
@@ -737,27 +826,28 @@ class KernelPrinter:
             f"def {self.name}({', '.join(params)}):",
             f'    """grid {list(grid)}, for-loop {forloop}."""',
         ]
-        body = [
-            "if GRID_DEPENDENCY:",
-            "    gdc_wait()",
-            "    gdc_launch_dependents()",
-        ]
+        body = ["if GRID_DEPENDENCY:", "    gdc_launch_dependents()"]
         for g in (g for g in range(3) if grid[g] > 1):
             pid = f"tl.program_id({g})"
             body.append(
                 f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}"
             )
-        body += self.pre
-        if self.loop:
-            if forloop > 1:
-                body.append(f"for it in range(0, {forloop}):")
-                body += ["    " + line for line in self.loop + self.loop_tail]
-            else:
-                body.append("it = 0")
-                body += self.loop + self.loop_tail
+        body += self.early_pre + self.looped(self.early_loop)
+        body += ["if GRID_DEPENDENCY:", "    gdc_wait()"]
+        body += self.pre + self.looped(self.loop + self.loop_tail)
         body += self.post
         text = "\n".join(header + ["    " + line for line in body]) + "\n"
         return text.replace("SCRATCH_PER_BLOCK", str(self.scratch_elems))
+
+    def looped(self, lines: list[str]) -> list[str]:
+        """``lines`` as the body of the kernel's for-loop."""
+        if not lines:
+            return []
+        if self.forloop > 1:
+            return [f"for it in range(0, {self.forloop}):"] + [
+                "    " + line for line in lines
+            ]
+        return ["it = 0", *lines]
 
 
 @dataclass(frozen=True)

@@ -236,6 +236,31 @@ def test_the_printed_module_compiles_for_any_gpu_and_the_runtimes_kernels_wait()
     assert waits(ours) and "griddepcontrol.launch_dependents" in ours.ptx
 
 
+def _kernel_text(source: str, name: str) -> str:
+    start = source.index(f"def {name}(")
+    return source[start : source.index("\n\n", start)]
+
+
+def test_what_reads_only_program_inputs_runs_before_the_wait() -> None:
+    """The split-K combine sums the squares of X (a program input) before
+    ``gdc_wait()``, in a loop of its own; the partial products (the kernel
+    ahead's output) are loaded, and the result stored, after it. The
+    FlashDecoding combine reads only the kernel ahead's outputs, so it waits
+    before its first load."""
+    source = generate_triton(HANDWRITTEN["rmsnorm_linear_splitk"][1](1)).source
+    combine = _kernel_text(source, "rmsnorm_linear_k1")
+    wait = combine.index("gdc_wait()")
+    assert combine.index("gdc_launch_dependents()") < wait
+    before, after = combine[:wait], combine[wait:]
+    assert before.count("for it in range(0, 4):") == 1
+    assert "tl.load(in1 " in before and "rms" in before  # X, its squares
+    assert "tl.load(in0 " in after and "tl.load(in1 " not in after  # the parts
+    assert "tl.store(" in after and "tl.store(" not in before
+    source = generate_triton(HANDWRITTEN["gqa_flashdecoding"][1](1)).source
+    combine = _kernel_text(source, "gqa_k1")
+    assert combine.index("gdc_wait()") < combine.index("tl.load(")
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_examples_compile_to_cubin(path: Path) -> None:
     module = parse(make_context(), path.read_text(), str(path))

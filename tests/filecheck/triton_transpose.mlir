@@ -6,6 +6,10 @@
 // CHECK:      def heads_k0(in0, out0):
 // CHECK:      [[X:x[0-9]+]] = tl.load(in0 + {{.*}}, mask=(tl.arange(0, 4)[:, None, None] < 3) & (tl.arange(0, 32)[None, :, None] < 20) & (tl.arange(0, 16)[None, None, :] < 12), other=0.0)
 // CHECK-NEXT: [[V:v[0-9]+]] = tl.permute([[X]], (2, 1, 0))  # block.transpose
+// It reads only the program's input, so all but the store runs before the
+// grid dependency wait.
+// CHECK-NEXT: if GRID_DEPENDENCY:
+// CHECK-NEXT:     gdc_wait()
 // CHECK-NEXT: tl.store(out0 + {{.*}}, [[V]].to(tl.float16), mask=(tl.arange(0, 16)[:, None, None] < 12) & (tl.arange(0, 32)[None, :, None] < 20) & (tl.arange(0, 4)[None, None, :] < 3))
 // The reshapes launch nothing: the exp kernel reads the transpose's buffer
 // and writes the output's.
