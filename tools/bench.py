@@ -34,8 +34,9 @@ whole run is inside --budget seconds; --no-compile / --no-max-autotune skip them
 
 The searches take most of a run. To time every form of every configuration in
 one run when that does not fit, search first and keep the results (the
-search cache holds each search's pick and measured runners-up; the Triton
-choices go to $MIRAGE_CACHE_DIR), then run with the same cache:
+search cache holds each search's pick and measured runners-up, also of a
+search that --search-cap stopped, for runs with the same cap or less; the
+Triton choices go to $MIRAGE_CACHE_DIR), then run with the same cache:
 
   MIRAGE_CACHE_DIR=cache python tools/bench.py --search-only --search-cache cache/search
   MIRAGE_CACHE_DIR=cache python tools/bench.py --search-cache cache/search

@@ -14,7 +14,8 @@
 # search and bench keep what the searches found (their picks, the Triton choices and
 # the cubins) in one archive, $OUT/bench-cache.tar.gz, and start from the archive
 # named by BENCH_CACHE when there is one. So the searches can span several device
-# calls, and a last call times every form with all of them served from the cache:
+# calls, and a last call times every form with all of them served from the cache
+# (a search its --search-cap stopped is served to a run with the same cap or less):
 #
 #   tools/device_run.sh search --batches 1 8 --stop-after 450
 #   BENCH_CACHE=path/to/bench-cache.tar.gz tools/device_run.sh search --batches 1 8
