@@ -890,7 +890,8 @@ def _answers(entry: dict, budget: float) -> bool:
     """Whether a cached result answers a search with ``budget`` seconds: a
     complete search always does; one its budget stopped answers only searches
     given no more time than it had, so a longer budget searches again (and
-    replaces the entry). A search stopped by a signal is never cached."""
+    replaces the entry). A search a signal or a lost worker stopped is never
+    cached."""
     return "budget" not in entry or budget <= entry["budget"]
 
 
