@@ -31,8 +31,7 @@ writes, it computes before the wait (``plan_early``): the loads and partial
 sums of those inputs then overlap the kernel ahead. A split-K combine sums the
 squares of X's row for RMSNorm there, while the partial products are still
 being made. The early part has its own pass of the for-loop; stores, and
-anything a store or a later kernel's value needs inside the loop, stay after
-the wait.
+any per-iteration value that something after the wait uses, stay after it.
 """
 
 from __future__ import annotations
