@@ -14,7 +14,11 @@
 // The reshapes launch nothing: the exp kernel reads the transpose's buffer
 // and writes the output's.
 // CHECK:      def heads_k1(in0, out0):
-// CHECK:      tl.exp(
+// A reshape of the transpose's result is not the program's input: the exp
+// kernel waits for the transpose before it loads anything.
+// CHECK:      gdc_wait()
+// CHECK-NEXT: tl.load(in0
+// CHECK-NEXT: tl.exp(
 // CHECK-NOT:  @triton.jit
 // CHECK:      BUFFERS = [
 // CHECK-NEXT: {"name": "input0", "shape": [3, 20, 12], "dtype": "f16", "kind": "input", "index": 0},
