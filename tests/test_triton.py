@@ -259,6 +259,12 @@ def test_what_reads_only_program_inputs_runs_before_the_wait() -> None:
     source = generate_triton(HANDWRITTEN["gqa_flashdecoding"][1](1)).source
     combine = _kernel_text(source, "gqa_k1")
     assert combine.index("gdc_wait()") < combine.index("tl.load(")
+    # the online softmax's running maximum ends each iteration, so a kernel
+    # with a shifted accumulator keeps all of its work after the wait
+    source = generate_triton(HANDWRITTEN["gqa_online_softmax"][1](1)).source
+    online = _kernel_text(source, "gqa_k0")
+    assert "shifted" in online
+    assert online.index("gdc_wait()") < online.index("tl.load(")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
