@@ -45,11 +45,12 @@ class KernelLaunch:
     """Trailing scratch parameters (Triton's global and profile scratch): the
     bytes each needs per block; the runtime allocates them, or passes NULL for 0."""
     waits: bool = False
-    """The kernel starts with ``griddepcontrol.wait`` (it reads nothing before
-    the previous kernel has finished and its writes are visible), so the
-    runtime may launch it programmatically: its blocks start while the
-    previous kernel's last blocks still run, and the launch latency between
-    the two is hidden. A kernel without the wait is always launched plainly."""
+    """The kernel executes ``griddepcontrol.wait`` before it reads anything
+    another kernel wrote or stores anything (before it, it may read only the
+    program's inputs), so the runtime may launch it programmatically: its
+    blocks start while the previous kernel's last blocks still run, and the
+    launch latency between the two is hidden. A kernel without the wait is
+    always launched plainly."""
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,9 @@ class KernelPrinter:
         weights for the old sums and the new term (``shift_weights``)."""
         self.loop_tail: list[str] = []
         """Lines that end each iteration, after every accumulator is updated."""
+        outputs = [op for op in self.op.entry.ops if isinstance(op, block.OutputOp)]
+        self.output_index = {op: i for i, op in enumerate(outputs)}
+        """Each ``block.output``'s result number."""
         self.early_pre: list[str] = []
         self.early_loop: list[str] = []
         """The invariant part and the loop body of what runs before the wait
@@ -780,19 +783,17 @@ class KernelPrinter:
         self.plan_fused_accums()
         self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
         early = self.plan_early()
-        outputs = 0
         for op in self.op.entry.ops:
             with self.placed(op in early):
-                outputs = self.print_op(op, outputs)
+                self.print_op(op)
         return self.assemble()
 
-    def print_op(self, op: Operation, outputs: int) -> int:
-        """Print one op of the block graph; returns the outputs printed so far."""
+    def print_op(self, op: Operation) -> None:
+        """Print one op of the block graph."""
         if isinstance(op, block.InputOp):
             self.print_input(op)
         elif isinstance(op, block.OutputOp):
-            self.print_output(op, outputs)
-            outputs += 1
+            self.print_output(op, self.output_index[op])
         elif isinstance(op, block.ForloopAccumOp):
             if op not in self.fused_accums_by_accum:
                 self.print_accum(op)
@@ -815,7 +816,6 @@ class KernelPrinter:
                 op,
                 f"'{op.name}' has no Triton lowering; run legalize-for-triton first",
             )
-        return outputs
 
     def assemble(self) -> str:
         grid, forloop = self.grid, self.forloop
