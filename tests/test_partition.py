@@ -170,3 +170,17 @@ def test_decoder_layer_is_searched_by_segments_and_matches_torch():
         assert len([n for n in names if n != "kernel.customized"]) == 11
         ref = layer.float()(x.float())
         assert float((fn(x).float() - ref).norm() / ref.norm()) < 5e-3
+
+
+def test_a_segments_stages_share_the_functions_time_not_the_segments_leftover():
+    """The stages of a segment whose own search found nothing get the
+    function's remaining time split over them and the segments after: a
+    segment search that used its whole share leaves them more than nothing."""
+    import time
+
+    from mirage_xdsl.search import _Shares
+
+    shares = _Shares(time.monotonic() + 60.0, after=4)
+    assert 11.0 < shares.next() <= 12.0
+    assert 9.0 < shares.next(2) <= 10.0
+    assert _Shares(time.monotonic() - 1.0, after=0).next() == 1.0

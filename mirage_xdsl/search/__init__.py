@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, TextIO
 
 from xdsl.dialects import func
@@ -93,17 +93,43 @@ def _by_segments(
     deadline = time.monotonic() + options.budget
     found = []
     for i, segment in enumerate(segments):
-        share = max(deadline - time.monotonic(), 0.0) / (len(segments) - i)
+        after = len(segments) - i - 1
         found.append(
-            _segment(segment.function, options, share, measure, cache_dir, log, reports)
+            _segment(
+                segment.function,
+                options,
+                _Shares(deadline, after),
+                measure,
+                cache_dir,
+                log,
+                reports,
+            )
         )
     return stitch(fn, pieces, found)
+
+
+@dataclass(frozen=True)
+class _Shares:
+    """The time of a function's search, split as it goes: what is left of it
+    divided among the searches still to run, this one and ``after`` more.
+
+    A segment whose search finds nothing is searched again by stages; those
+    stages draw on the function's remaining time too, not on what their
+    segment's own share left over, which on a slow machine can be nothing."""
+
+    deadline: float
+    after: int
+
+    def next(self, these: int = 1) -> float:
+        """The budget of the next of ``these`` searches before the rest."""
+        left = max(self.deadline - time.monotonic(), 0.0)
+        return max(left / (these + self.after), 1.0)
 
 
 def _segment(
     fn: func.FuncOp,
     options: SearchOptions,
-    share: float,
+    shares: _Shares,
     measure: Measure | None,
     cache_dir: str | None,
     log: TextIO | None,
@@ -111,9 +137,8 @@ def _segment(
 ) -> func.FuncOp:
     """One segment searched; if nothing beats its input and it has stages
     (``partition.stages``), the stages searched one by one instead."""
-    deadline = time.monotonic() + share
     outcome = superoptimize_function(
-        fn, replace(options, budget=max(share, 1.0)), measure, cache_dir
+        fn, replace(options, budget=shares.next()), measure, cache_dir
     )
     if log is not None:
         print(outcome.report.summary(), file=log)
@@ -133,9 +158,9 @@ def _segment(
     found = []
     for i, piece in enumerate(pieces):
         assert isinstance(piece, Segment)
-        left = max(deadline - time.monotonic(), 0.0) / (len(pieces) - i)
+        budget = shares.next(len(pieces) - i)
         outcome = superoptimize_function(
-            piece.function, replace(options, budget=max(left, 1.0)), measure, cache_dir
+            piece.function, replace(options, budget=budget), measure, cache_dir
         )
         if log is not None:
             print(outcome.report.summary(), file=log)
