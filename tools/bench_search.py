@@ -19,7 +19,12 @@ The block-level search stops growing a layout at ``MAX_CLASSES`` tensor
 classes, which an unpruned search reaches at once, so its count is what fits
 under that cap rather than the space. ``--class-cap 0`` lifts the cap for
 the comparison: an unpruned search that runs out of its budget then reports
-a lower bound of the graphs the space holds.
+a lower bound of the graphs the space holds. "untried" counts the ops of
+the rounds the budget or the cap cut short that were never tried (counted by
+label signature, not run): explored plus untried is a lower bound too, and
+the one that reaches past what fits in memory, since a round of an unpruned
+search can hold billions of ops. Use ``--jobs 1`` so a stopped search still
+reports both.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from mirage_xdsl.workloads import WORKLOADS
 HEADER = (
     f"{'workload':<18}{'b':>2} {'deep':>4} {'prune':>5} {'seconds':>8} {'explored':>10} "
     f"{'pruned':>9} {'tasks per depth':>16} {'bounded':>14} {'complete':>8} "
-    f"{'verified':>8} {'kernels':>8} {'speed-up':>8}  status"
+    f"{'verified':>8} {'kernels':>8} {'speed-up':>8} {'untried':>14}  status"
 )
 
 
@@ -49,7 +54,7 @@ def row(name: str, batch: int, prune: bool, report, seconds: float, deep: int) -
         f"{report.explored:>10} {report.pruned:>9} "
         f"{'/'.join(map(str, report.tasks)):>16} "
         f"{f'{report.bounded}/{report.skipped}':>14} {report.complete:>8} "
-        f"{report.verified:>8} {kernels:>8} {speedup:>7.2f}x"
+        f"{report.verified:>8} {kernels:>8} {speedup:>7.2f}x {report.unexplored:>14}"
         f"  {report.stopped or 'complete'}"
     )
 

@@ -92,10 +92,15 @@ class Stats:
     classes: int = 0
     stopped: bool = False
     capped: bool = False
+    unexplored: int = 0
+    """Ops of a round that the budget or the class cap cut short, never
+    tried: with ``explored``, a lower bound on what the whole search holds
+    (what an unpruned search that cannot finish is measured by)."""
 
     def add(self, other: Stats) -> None:
         self.capped |= other.capped
         self.explored += other.explored
+        self.unexplored += other.unexplored
         self.pruned += other.pruned
         self.classes += other.classes
         self.stopped |= other.stopped
@@ -298,49 +303,85 @@ class BlockSearch:
         Operand pairs are filtered on labels and phases first, once per pair
         rather than once per op kind: most pairs of tensors cannot meet.
         """
-        loop = self.layout.loop is not None
-        reduced = self.scope.reduced
         tensors = [c.tensor for c in self.classes]
         for n in sorted(new):
-            tn = tensors[n]
-            for kind, attrs in R.unary_specs(self.constants):
-                yield kind, (n,), dict(attrs)
-            for d in range(len(tn.shape)):
-                yield "reduce_sum", (n,), {"dim": d}
-                yield "reduce_max", (n,), {"dim": d}
-            if loop:
-                for r in R.ACCUM_REDUCTIONS:
-                    yield "forloop_accum", (n,), {"reduction": r}
-            yield "mul", (n, n), {}
-            yield "matmul", (n, n), {}
+            yield from self._own_specs(n, tensors[n])
             for j in range(count):
                 if j == n or (j in new and j > n):
                     continue
-                tj = tensors[j]
-                if {tj.phase, tn.phase} == {R.LOOP, R.POST}:
-                    continue
-                if len(tj.labels) != len(tn.labels):
-                    continue
-                if L.broadcast(tj.labels, tn.labels) is not None:
-                    a, b = min(j, n), max(j, n)
-                    yield "add", (a, b), {}
-                    yield "mul", (a, b), {}
-                    yield "div", (j, n), {}
-                    yield "div", (n, j), {}
-                for x, y in ((j, n), (n, j)):
-                    if L.matmul(tensors[x].labels, tensors[y].labels) is not None:
-                        yield "matmul", (x, y), {}
-                differ = [
-                    d
-                    for d, (p, q) in enumerate(zip(tj.labels, tn.labels, strict=True))
-                    if p != q
-                ]
-                if (
-                    len(differ) == 1
-                    and {tj.labels[differ[0]], tn.labels[differ[0]]} <= reduced
-                ):
-                    yield "concat", (j, n), {"dim": differ[0]}
-                    yield "concat", (n, j), {"dim": differ[0]}
+                yield from self._pair_specs(j, tensors[j], n, tensors[n])
+
+    def _own_specs(self, n: int, tn: Tensor) -> Iterator[tuple[str, tuple, dict]]:
+        """The ops of one operand, or of one class taken twice."""
+        for kind, attrs in R.unary_specs(self.constants):
+            yield kind, (n,), dict(attrs)
+        for d in range(len(tn.shape)):
+            yield "reduce_sum", (n,), {"dim": d}
+            yield "reduce_max", (n,), {"dim": d}
+        if self.layout.loop is not None:
+            for r in R.ACCUM_REDUCTIONS:
+                yield "forloop_accum", (n,), {"reduction": r}
+        yield "mul", (n, n), {}
+        yield "matmul", (n, n), {}
+
+    def _pair_specs(
+        self, j: int, tj: Tensor, n: int, tn: Tensor
+    ) -> Iterator[tuple[str, tuple, dict]]:
+        """The ops of two distinct classes; only their labels and phases
+        decide which (so :meth:`count_specs` can count them by signature)."""
+        if {tj.phase, tn.phase} == {R.LOOP, R.POST}:
+            return
+        if len(tj.labels) != len(tn.labels):
+            return
+        if L.broadcast(tj.labels, tn.labels) is not None:
+            a, b = min(j, n), max(j, n)
+            yield "add", (a, b), {}
+            yield "mul", (a, b), {}
+            yield "div", (j, n), {}
+            yield "div", (n, j), {}
+        for x, tx, y, ty in ((j, tj, n, tn), (n, tn, j, tj)):
+            if L.matmul(tx.labels, ty.labels) is not None:
+                yield "matmul", (x, y), {}
+        differ = [
+            d
+            for d, (p, q) in enumerate(zip(tj.labels, tn.labels, strict=True))
+            if p != q
+        ]
+        if (
+            len(differ) == 1
+            and {tj.labels[differ[0]], tn.labels[differ[0]]} <= self.scope.reduced
+        ):
+            yield "concat", (j, n), {"dim": differ[0]}
+            yield "concat", (n, j), {"dim": differ[0]}
+
+    def count_specs(self, new: set[int], count: int) -> int:
+        """How many ops :meth:`_specs` yields, without yielding them.
+
+        Which ops a pair of classes gets depends only on their labels, phases
+        and rank, so classes are grouped by that signature and each pair of
+        groups is asked once. A round of an unpruned search can hold more
+        than 10^10 ops; this is how a search stopped early still states
+        exactly how many its round in progress would have tried."""
+        signature = [
+            (c.tensor.labels, c.tensor.phase, len(c.tensor.shape))
+            for c in self.classes[:count]
+        ]
+        every: dict[tuple, list[int]] = {}
+        for i, sig in enumerate(signature):
+            every.setdefault(sig, []).append(i)
+        fresh: dict[tuple, list[int]] = {}
+        for i in sorted(new):
+            fresh.setdefault(signature[i], []).append(i)
+        rep = {sig: self.classes[ids[0]].tensor for sig, ids in every.items()}
+        total = 0
+        for sig_n, ns in fresh.items():
+            total += len(ns) * sum(1 for _ in self._own_specs(0, rep[sig_n]))
+            for sig_j, js in every.items():
+                ops = sum(1 for _ in self._pair_specs(0, rep[sig_j], 1, rep[sig_n]))
+                if ops:
+                    same = sig_j == sig_n
+                    total += ops * _pairs(ns, js, fresh.get(sig_j, []), same)
+        return total
 
     def _small_enough(self, operands: tuple[int, ...]) -> bool:
         """A cheap necessary condition for the derivation to fit max_ops."""
@@ -354,10 +395,12 @@ class BlockSearch:
         for _ in range(self.max_ops):
             count = len(self.classes)
             created: set[int] = set()
+            before = self.stats.explored
             for kind, operands, attrs in self._specs(new, count):
                 self.stats.explored += 1
                 if self.stats.explored % 512 == 0 and time.monotonic() > self.deadline:
                     self.stats.stopped = True
+                    self._cut_short(new, count, self.stats.explored - before)
                     return
                 if not self._small_enough(operands):
                     continue
@@ -378,6 +421,7 @@ class BlockSearch:
                 cid = len(self.classes)
                 if cid >= MAX_CLASSES:
                     self.stats.capped = True
+                    self._cut_short(new, count, self.stats.explored - before)
                     return
                 self.classes.append(Class(tensor, value, below | {cid}, [op]))
                 self._by_fp[key] = cid
@@ -386,6 +430,10 @@ class BlockSearch:
             if not created:
                 return
             new = created
+
+    def _cut_short(self, new: set[int], count: int, tried: int) -> None:
+        """Count the ops of the round in progress that were never tried."""
+        self.stats.unexplored += self.count_specs(new, count) - tried
 
     # -- outputs and graphs ----------------------------------------------------
 
@@ -525,3 +573,20 @@ class BlockSearch:
                 )
             )
         return out
+
+
+def _pairs(
+    ns: Sequence[int], js: Sequence[int], fresh_js: Sequence[int], same: bool
+) -> int:
+    """Pairs (n, j) that :meth:`BlockSearch._specs` visits: n from ``ns``
+    (new classes), j from ``js`` (all classes of one signature, of which
+    ``fresh_js`` are new), j != n, and a new j only when j < n (so a pair of
+    new classes is visited once). ``same``: ``ns`` is ``fresh_js``. All
+    three are sorted."""
+    pairs = len(ns) * len(js)
+    if same:
+        # drop j == n, and the later one of each pair of new classes
+        k = len(ns)
+        return pairs - k - k * (k - 1) // 2
+    above = np.searchsorted(np.asarray(fresh_js), np.asarray(ns), side="right")
+    return pairs - int(np.sum(len(fresh_js) - above))

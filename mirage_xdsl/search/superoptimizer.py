@@ -97,6 +97,10 @@ class Report:
 
     function: str
     explored: int = 0
+    unexplored: int = 0
+    """Block-level ops of rounds that the budget or the class cap cut short,
+    never tried (``block_search.Stats.unexplored``): ``explored`` plus this
+    is a lower bound on the graphs a stopped search's space holds."""
     pruned: int = 0
     complete: int = 0
     screened: int = 0
@@ -586,6 +590,7 @@ def _bounded(
 
 def _count(report: Report, stats: Stats) -> None:
     report.explored += stats.explored
+    report.unexplored += stats.unexplored
     report.pruned += stats.pruned
     if stats.stopped and not report.stopped:
         report.stopped = "budget"
