@@ -18,7 +18,9 @@ def _search(name: str, prune: bool):
     return superoptimize_function(entry_function(program), options, cache_dir="none")
 
 
-@pytest.mark.parametrize(("name", "prune"), [("lora", True), ("norm_transformer", False)])
+@pytest.mark.parametrize(
+    ("name", "prune"), [("lora", True), ("norm_transformer", False)]
+)
 def test_counted_ops_of_a_round_are_the_ops_it_yields(monkeypatch, name, prune):
     """``count_specs`` groups classes by labels, phase and rank; every round
     of a real search, pruned and not, yields exactly the ops it counts."""
