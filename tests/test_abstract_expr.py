@@ -420,3 +420,42 @@ def test_row_maximum_pushes_through_pieces() -> None:
     )
     along = op_expr("reduce_max", [cat], [(8, 8)], {"dim": 0})
     assert str(along) == "max(add(a, b))"
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean", "rms"])
+def test_accumulating_a_concatenation_accumulates_each_piece(reduction: str) -> None:
+    """The loop's iterations add element by element, so accumulating a tile
+    concatenated along a dim the accumulation keeps leaves the concatenation
+    at the top of the term, where the oracle judges each piece."""
+    x, y = var("x"), var("y")
+    cat = op_expr("concat", [x, y], [(4, 8), (4, 8)], {"dim": 0})
+    acc = op_expr(
+        "forloop_accum", [cat], [(8, 8)], {"reduction": reduction, "forloop": 2}
+    )
+    assert acc.head == "concat"
+    pieces = [
+        op_expr("forloop_accum", [v], [(4, 8)], {"reduction": reduction, "forloop": 2})
+        for v in (x, y)
+    ]
+    assert str(acc) == str(
+        op_expr(
+            "concat", pieces, [(4, 1 if reduction != "none" else 8)] * 2, {"dim": 0}
+        )
+    )
+
+
+def test_a_nested_concatenation_with_a_head_no_target_has_is_pruned() -> None:
+    """Where a concatenation sits under another op the term has no normal
+    form; a head or variable that no target holds still rules it out (no
+    axiom removes one), and a term made only of the targets' marks is kept."""
+    (target,) = targets("lora")
+    oracle = SubexprOracle([target], use_fallback=False)
+    cat = op_expr("concat", [var("X"), var("B")], [(1, 4), (1, 4)], {"dim": 1})
+    nested = Expr("sum", (cat,), 2)
+    assert oracle.is_subexpr(nested)
+    assert oracle.stats.undecided == 1
+    for head in ("relu", "exp"):
+        assert not oracle.is_subexpr(op_expr(head, [nested], [(1, 8)], {}))
+    foreign = op_expr("mul", [nested, var("Z")], [(1, 8), (1, 8)], {})
+    assert not oracle.is_subexpr(foreign)
+    assert not oracle.is_subexpr(P("div(X, W)"))

@@ -24,7 +24,12 @@ the rounds the budget or the cap cut short that were never tried (counted by
 label signature, not run): explored plus untried is a lower bound too, and
 the one that reaches past what fits in memory, since a round of an unpruned
 search can hold billions of ops. Use ``--jobs 1`` so a stopped search still
-reports both.
+reports both, and ``--layout-budget`` so that the unpruned search gives each
+of its layouts a share of the time instead of spending it all on the first:
+
+    python tools/bench_search.py --jobs 1 --workloads norm_transformer \
+        --no-prune --prune-comparison-only --class-cap 0 \
+        --no-prune-budget 300 --layout-budget 20
 """
 
 from __future__ import annotations
@@ -93,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
         help="tensor classes per layout in the --no-prune comparison (0: no "
         f"cap; default {block_search.MAX_CLASSES})",
     )
+    parser.add_argument(
+        "--layout-budget",
+        type=float,
+        default=None,
+        help="with --no-prune: seconds each layout of the unpruned search may "
+        "saturate, so that it reaches every layout and counts what each holds "
+        "(default: no limit, the first layouts take the whole budget)",
+    )
     args = parser.parse_args(argv)
     print(HEADER, flush=True)
     for name in args.workloads:
@@ -115,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.class_cap is not None:
                     block_search.MAX_CLASSES = args.class_cap or sys.maxsize
                 for prune in (True, False):
+                    limit = args.layout_budget if not prune else None
+                    block_search.MAX_LAYOUT_SECONDS = limit or float("inf")
                     options = SearchOptions(
                         budget=args.no_prune_budget,
                         jobs=args.jobs,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import product
 from typing import Any
 
 import numpy as np
@@ -56,18 +55,9 @@ class Pruner:
         key = (kind, tuple(operands), tuple(operand_shapes), tuple(attrs.items()))
         cached = self._expr_cache.get(key)
         if cached is None:
-            cached = _accumulate_pieces(kind, operands, attrs)
-            if cached is None:
-                cached = abstract_expr.op_expr(kind, operands, operand_shapes, attrs)
+            cached = abstract_expr.op_expr(kind, operands, operand_shapes, attrs)
             self._expr_cache[key] = cached
         return cached
-
-    def _each_piece(self, expr: Expr) -> bool:
-        """Judge a term with concatenations nested inside piece by piece."""
-        try:
-            return all(self._oracle.is_subexpr(p) for p in flat_pieces(expr))
-        except ValueError:
-            return True  # undecidable here: keep, pruning must stay sound
 
     def keep(self, expr: Expr) -> bool:
         """Whether a tensor with this expression may appear in a solution."""
@@ -80,53 +70,9 @@ class Pruner:
                 hit = bool(self._oracle.is_subexpr(expr))  # type: ignore[union-attr]
             except ValueError:
                 self.errors += 1
-                hit = self._each_piece(expr)
+                hit = True  # undecidable here: keep, pruning must stay sound
             self._subexpr_cache[expr] = hit
         return hit
-
-
-def flat_pieces(e: Expr, limit: int = 64) -> list[Expr]:
-    """The concat-free terms a term is made of, distributing ops over pieces.
-
-    Every element of ``f(concat(a, b))`` is an element of ``f(a)`` or of
-    ``f(b)``, so a term is a subexpression iff each of these is.
-    """
-    if e.head == "concat":
-        return [p for a in e.args for p in flat_pieces(a, limit)][:limit]
-    if not e.args:
-        return [e]
-    choices = [flat_pieces(a, limit) for a in e.args]
-    if all(len(c) == 1 for c in choices):
-        return [e]
-    out = [abstract_expr.Expr(e.head, combo, e.param) for combo in product(*choices)]
-    return out[:limit]
-
-
-def _accumulate_pieces(
-    kind: str, operands: Sequence[Expr], attrs: Mapping[str, object]
-) -> Expr | None:
-    """Accumulating a concatenation accumulates each piece.
-
-    ``op_expr`` wraps ``sum(F, .)`` around a piecewise term as a whole, which
-    the oracle cannot normalise; iterations are added element-wise, so the
-    sum distributes over the pieces and the term stays piecewise at the top.
-    """
-    if kind != "forloop_accum" or attrs.get("reduction") != "none":
-        return None
-    if len(operands) != 1:  # a shifted accumulation weights before it adds
-        return None
-    (x,) = operands
-    if getattr(x, "head", None) != "concat":
-        return None
-    dim, sizes = x.param
-    forloop = int(attrs["forloop"])  # type: ignore[call-overload]
-    return abstract_expr.concat(
-        dim,
-        [
-            (size, abstract_expr.sum_(forloop, p))
-            for size, p in zip(sizes, x.args, strict=True)
-        ],
-    )
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,13 @@ from mirage_xdsl.semantics.interpreter import ITERATION_AXIS, split_tiles, stitc
 MAX_CLASSES = 4000
 """Saturation stops growing a layout past this many tensor classes."""
 
+MAX_LAYOUT_SECONDS = float("inf")
+"""Seconds one layout's saturation may run before it stops as if out of
+budget. Unlimited in a search; the pruning comparison of
+``tools/bench_search.py`` limits it so that an unpruned search, whose first
+layout alone would take the whole budget, reaches every layout and counts
+what each holds (``Stats.unexplored``)."""
+
 MAX_GRAPH_STEPS = 50_000
 """Producer choices tried per output set. Classes with several producers
 multiply the choices; when this many have not yielded the graphs wanted, the
@@ -241,7 +248,7 @@ class BlockSearch:
         self.sizes = sizes
         self.scope = R.Scope(layout.grid, layout.loop, full, reduced)
         self.max_ops = max_ops
-        self.deadline = deadline
+        self.deadline = min(deadline, time.monotonic() + MAX_LAYOUT_SECONDS)
         self.stats = Stats()
         self.graph_steps = 0
         """Producer choices tried so far, over every call of :meth:`graphs`."""

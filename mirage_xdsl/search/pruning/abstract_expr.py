@@ -37,6 +37,7 @@ two different constants are two different terms.
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -243,6 +244,31 @@ def pieces(e: Expr) -> list[Expr]:
     if e.head != "concat":
         return [e]
     return [p for a in e.args for p in pieces(a)]
+
+
+def marks(e: Expr) -> frozenset[tuple[str, object]]:
+    """The variables, uninterpreted heads and divisions anywhere in ``e``,
+    nested concatenations included.
+
+    No axiom removes any of them: the equivalences only regroup, distribute
+    and merge sums, and a subexpression only drops context. Every piece of a
+    concatenation lands in some element of the whole. So a term, piecewise or
+    not, with a mark that no target has is no subexpression of any target;
+    the one necessary condition that still holds where a concatenation sits
+    under another op and the term has no normal form."""
+    return _marks(e)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _marks(e: Expr) -> frozenset[tuple[str, object]]:
+    if e.head == "var":
+        return frozenset({("var", e.param)})
+    out: set[tuple[str, object]] = set()
+    if e.head in UNARY_HEADS or e.head == "div":
+        out.add(("head", e.head))
+    for a in e.args:
+        out |= _marks(a)
+    return frozenset(out)
 
 
 # --- piecewise (concat) algebra ------------------------------------------------
@@ -456,13 +482,19 @@ def forloop_accum(
     reduction = str(attrs.get("reduction", "none"))
     forloop = int(attrs.get("forloop", 1))  # type: ignore[call-overload]
     invariant = bool(attrs.get("loop_invariant", False))
+
+    def iterations(t: Expr, t_shape: Shape) -> Expr:
+        # iterations add element by element: through a concatenation's
+        # pieces, so that it stays at the top of the term
+        return pointwise(lambda a: sum_(forloop, a), [t], [t_shape])
+
     if reduction == "none":
-        return sum_(forloop, x)
+        return iterations(x, shape)
     if reduction == "rms":
         x = pointwise(mul, [x, x], [shape, shape])
     total = reduce(x, shape, -1)
     if not (invariant and reduction in ("mean", "rms")):
-        total = sum_(forloop, total)
+        total = iterations(total, _with_dim(shape, -1, 1))
     if reduction == "rms":
         total = pointwise(sqrt, [total], [_with_dim(shape, -1, 1)])
     return total

@@ -31,6 +31,7 @@ from mirage_xdsl.search.pruning import normal_form as nf
 from mirage_xdsl.search.pruning.abstract_expr import (
     Expr,
     _boundaries,
+    marks,
     pieces,
     slice_expr,
 )
@@ -72,6 +73,7 @@ class SubexprOracle:
         self.targets = [p for t in targets for p in pieces(t)]
         self.target_nfs = [nf.normal_form(t) for t in self.targets]
         self.target_atoms = frozenset().union(*(nf.atoms(t) for t in self.target_nfs))
+        self.target_marks = frozenset().union(*(marks(t) for t in self.targets))
         self.use_fallback = use_fallback
         self.max_nodes = max_nodes
         self.z3_timeout_ms = z3_timeout_ms
@@ -136,7 +138,13 @@ class SubexprOracle:
             key = nf.normal_form(e)
         except ValueError:
             # A concat nested under another op (e.g. summed) has no single
-            # normal form; undecided, so the candidate is kept (pruning stays sound).
+            # normal form. A mark no target has still rules it out
+            # (``abstract_expr.marks``); otherwise it is undecided, and kept
+            # (pruning stays sound).
+            if not marks(e) <= self.target_marks:
+                self.stats.fast_decided += 1
+                self.stats.verdicts["no"] += 1
+                return False
             self.stats.undecided += 1
             return True
         self.stats.queries += 1
