@@ -246,6 +246,7 @@ def pieces(e: Expr) -> list[Expr]:
     return [p for a in e.args for p in pieces(a)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def marks(e: Expr) -> frozenset[tuple[str, object]]:
     """The variables, uninterpreted heads and divisions anywhere in ``e``,
     nested concatenations included.
@@ -256,18 +257,13 @@ def marks(e: Expr) -> frozenset[tuple[str, object]]:
     not, with a mark that no target has is no subexpression of any target;
     the one necessary condition that still holds where a concatenation sits
     under another op and the term has no normal form."""
-    return _marks(e)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _marks(e: Expr) -> frozenset[tuple[str, object]]:
     if e.head == "var":
         return frozenset({("var", e.param)})
     out: set[tuple[str, object]] = set()
     if e.head in UNARY_HEADS or e.head == "div":
         out.add(("head", e.head))
     for a in e.args:
-        out |= _marks(a)
+        out |= marks(a)
     return frozenset(out)
 
 
