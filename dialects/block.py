@@ -271,96 +271,6 @@ class MatmulOp(t.MatmulBase):
 
 
 @irdl_op_definition
-class AddOp(t.AddBase):
-    name = "block.add"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class MulOp(t.MulBase):
-    name = "block.mul"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class DivOp(t.DivBase):
-    name = "block.div"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class ExpOp(t.ExpBase):
-    name = "block.exp"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class SiluOp(t.SiluBase):
-    name = "block.silu"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class SqrtOp(t.SqrtBase):
-    name = "block.sqrt"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class SquareOp(t.SquareBase):
-    name = "block.square"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class MulScalarOp(t.MulScalarBase):
-    name = "block.mul_scalar"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class AddScalarOp(t.AddScalarBase):
-    name = "block.add_scalar"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class NegOp(t.NegBase):
-    name = "block.neg"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class ReluOp(t.ReluBase):
-    name = "block.relu"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class SigmoidOp(t.SigmoidBase):
-    name = "block.sigmoid"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class TanhOp(t.TanhBase):
-    name = "block.tanh"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class GeluOp(t.GeluBase):
-    name = "block.gelu"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
-class GeluErfOp(t.GeluErfBase):
-    name = "block.gelu_erf"
-    traits = traits_def(Pure(), IN_BLOCK_GRAPH)
-
-
-@irdl_op_definition
 class RmsNormOp(t.RmsNormBase):
     name = "block.rms_norm"
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
@@ -447,6 +357,11 @@ class ThreadGraphOp(IRDLOperation):
                 )
 
 
+ELEMENTWISE_OPS = t.elementwise_ops("block", traits_def(Pure(), IN_BLOCK_GRAPH))
+"""The element-wise ops of the op table on shared-memory tiles, by kind."""
+globals().update({cls.__name__: cls for cls in ELEMENTWISE_OPS.values()})
+
+
 BlockDialect = Dialect(
     "block",
     [
@@ -454,21 +369,7 @@ BlockDialect = Dialect(
         OutputOp,
         ForloopAccumOp,
         MatmulOp,
-        AddOp,
-        MulOp,
-        DivOp,
-        ExpOp,
-        SiluOp,
-        SqrtOp,
-        SquareOp,
-        MulScalarOp,
-        AddScalarOp,
-        NegOp,
-        ReluOp,
-        SigmoidOp,
-        TanhOp,
-        GeluOp,
-        GeluErfOp,
+        *ELEMENTWISE_OPS.values(),
         RmsNormOp,
         ReduceSumOp,
         ReduceMaxOp,

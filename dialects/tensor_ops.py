@@ -24,9 +24,10 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, OpTraits, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_op_definition,
     operand_def,
     opt_prop_def,
     prop_def,
@@ -35,6 +36,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import shapes
+from mirage_xdsl.ops import OPS, Form, elementwise_kinds, kinds
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type)
 
@@ -378,66 +380,46 @@ class RmsNormBase(TensorOp):
         return tensor_shape(self.input)
 
 
-def _camel(kind_name: str) -> str:
-    """``gelu_erf`` -> ``GeluErf``: the class-name stem of a ``KIND``."""
-    return "".join(part.title() for part in kind_name.split("_"))
+FORM_BASES: dict[Form, type[TensorOp]] = {
+    Form.UNARY: UnaryOp,
+    Form.SCALAR: ScalarOp,
+    Form.BINARY: BinaryOp,
+}
+"""The base class (operands, assembly format, shape rule) of each
+element-wise form of the op table."""
 
 
-def _kind_base(shape: type[TensorOp], kind_name: str, doc: str) -> type:
-    """An abstract base of ``shape`` carrying a ``KIND``; each dialect subclasses
-    it with its own op name, so the three levels share one definition."""
-    return type(
-        f"{_camel(kind_name)}Base",
-        (shape,),
-        {"KIND": kind_name, "__doc__": doc, "__annotations__": {"KIND": ClassVar[str]}},
-    )
+def elementwise_ops(level: str, traits: OpTraits) -> dict[str, type[TensorOp]]:
+    """The op classes of every element-wise entry of the op table that
+    ``level``'s dialect defines, by kind: ``{level}.{kind}`` with the entry's
+    docstring, its form's base and ``traits``. Each dialect module binds them
+    to module names (``ExpOp``, ``GeluErfOp``, ...) and lists them in its
+    ``Dialect``, so a new table entry is a new op at every level."""
+    classes: dict[str, type[TensorOp]] = {}
+    for kind in elementwise_kinds(level):
+        spec = OPS[kind]
+        body = {
+            "__doc__": spec.doc,
+            "__module__": f"mirage_xdsl.dialects.{level}",
+            "__qualname__": f"{spec.camel}Op",
+            "name": f"{level}.{kind}",
+            "KIND": kind,
+            "__annotations__": {"KIND": ClassVar[str]},
+            "traits": traits,
+        }
+        cls = type(f"{spec.camel}Op", (FORM_BASES[spec.form],), body)
+        classes[kind] = irdl_op_definition(cls)
+    return classes
 
 
-def unary(kind_name: str, doc: str) -> type[UnaryOp]:
-    return _kind_base(UnaryOp, kind_name, doc)
-
-
-def binary(kind_name: str, doc: str) -> type[BinaryOp]:
-    return _kind_base(BinaryOp, kind_name, doc)
-
-
-ExpBase = unary("exp", "Element-wise e^x.")
-SiluBase = unary("silu", "Element-wise x * sigmoid(x).")
-SqrtBase = unary("sqrt", "Element-wise square root.")
-SquareBase = unary("square", "Element-wise x * x.")
-NegBase = unary("neg", "Element-wise negation, -x.")
-ReluBase = unary("relu", "Element-wise max(x, 0).")
-SigmoidBase = unary("sigmoid", "Element-wise logistic function 1 / (1 + e^-x).")
-TanhBase = unary("tanh", "Element-wise hyperbolic tangent.")
-GeluBase = unary(
-    "gelu",
-    "Element-wise GELU, tanh approximation: "
-    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).",
-)
-GeluErfBase = unary(
-    "gelu_erf", "Element-wise exact GELU: 0.5 x (1 + erf(x / sqrt(2)))."
-)
-AddBase = binary("add", "Element-wise sum with broadcasting.")
-MulBase = binary("mul", "Element-wise product with broadcasting.")
-DivBase = binary("div", "Element-wise quotient with broadcasting.")
-
-
-def scalar(kind_name: str, doc: str) -> type[ScalarOp]:
-    return _kind_base(ScalarOp, kind_name, doc)
-
-
-MulScalarBase = scalar("mul_scalar", "Element-wise product with a constant: x * c.")
-AddScalarBase = scalar("add_scalar", "Element-wise sum with a constant: x + c.")
-
-ACTIVATION_KINDS = ("neg", "relu", "sigmoid", "tanh", "gelu", "gelu_erf")
-"""Element-wise unary kinds added beyond the original project's set."""
-ELEMENTWISE_UNARY_KINDS = ("exp", "silu", "sqrt", "square", *ACTIVATION_KINDS)
+UNARY_KINDS = (*kinds(Form.UNARY), "rms_norm")
+"""One-operand arithmetic kinds: the element-wise ones, then ``rms_norm``."""
+ELEMENTWISE_UNARY_KINDS = kinds(Form.UNARY)
 """Unary kinds computed element by element (every unary kind but ``rms_norm``)."""
-UNARY_KINDS = (*ELEMENTWISE_UNARY_KINDS, "rms_norm")
-BINARY_KINDS = ("add", "mul", "div")
-SCALAR_KINDS = ("mul_scalar", "add_scalar")
-LAYOUT_KINDS = ("transpose", "reshape")
-"""Ops that move elements without computing: the search works between them."""
-REDUCE_KINDS = ("reduce_sum", "reduce_max")
-"""Reductions over one ``dim`` kept with size 1 (:class:`ReductionOp`)."""
+BINARY_KINDS = kinds(Form.BINARY)
+SCALAR_KINDS = kinds(Form.SCALAR)
 """Element-wise ops with a float constant; each reads ``op.value``."""
+LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE)
+"""Ops that move elements without computing: the search works between them."""
+REDUCE_KINDS = kinds(Form.REDUCTION)
+"""Reductions over one ``dim`` kept with size 1 (:class:`ReductionOp`)."""

@@ -28,96 +28,6 @@ IN_THREAD_GRAPH = HasParent(ThreadGraphOp)
 
 
 @irdl_op_definition
-class AddOp(t.AddBase):
-    name = "thread.add"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class MulOp(t.MulBase):
-    name = "thread.mul"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class DivOp(t.DivBase):
-    name = "thread.div"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class ExpOp(t.ExpBase):
-    name = "thread.exp"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class SiluOp(t.SiluBase):
-    name = "thread.silu"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class SqrtOp(t.SqrtBase):
-    name = "thread.sqrt"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class SquareOp(t.SquareBase):
-    name = "thread.square"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class MulScalarOp(t.MulScalarBase):
-    name = "thread.mul_scalar"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class AddScalarOp(t.AddScalarBase):
-    name = "thread.add_scalar"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class NegOp(t.NegBase):
-    name = "thread.neg"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class ReluOp(t.ReluBase):
-    name = "thread.relu"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class SigmoidOp(t.SigmoidBase):
-    name = "thread.sigmoid"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class TanhOp(t.TanhBase):
-    name = "thread.tanh"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class GeluOp(t.GeluBase):
-    name = "thread.gelu"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
-class GeluErfOp(t.GeluErfBase):
-    name = "thread.gelu_erf"
-    traits = traits_def(Pure(), IN_THREAD_GRAPH)
-
-
-@irdl_op_definition
 class YieldOp(IRDLOperation):
     """Returns the thread graph's results to the enclosing block graph."""
 
@@ -133,24 +43,15 @@ class YieldOp(IRDLOperation):
         super().__init__(operands=[list(values)])
 
 
+ELEMENTWISE_OPS = t.elementwise_ops("thread", traits_def(Pure(), IN_THREAD_GRAPH))
+"""The element-wise ops of the op table on register values, by kind."""
+globals().update({cls.__name__: cls for cls in ELEMENTWISE_OPS.values()})
+
+
 Thread = Dialect(
     "thread",
     [
-        AddOp,
-        MulOp,
-        DivOp,
-        ExpOp,
-        SiluOp,
-        SqrtOp,
-        SquareOp,
-        MulScalarOp,
-        AddScalarOp,
-        NegOp,
-        ReluOp,
-        SigmoidOp,
-        TanhOp,
-        GeluOp,
-        GeluErfOp,
+        *ELEMENTWISE_OPS.values(),
         YieldOp,
     ],
     [],

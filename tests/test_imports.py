@@ -24,6 +24,7 @@ PACKAGES = (
 from their own top-level directories)."""
 
 LAYERS = (
+    {"gpu_target", "ops"},
     {"dialects"},
     {"ir"},
     {"semantics"},

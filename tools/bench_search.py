@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from mirage_xdsl.search import block_search
 from mirage_xdsl.search.options import SearchOptions
@@ -64,11 +65,21 @@ def row(name: str, batch: int, prune: bool, report, seconds: float, deep: int) -
     )
 
 
+PICKS: Path | None = None
+"""Where ``--picks`` writes each search's pick as MLIR text (None: nowhere)."""
+
+
 def run(name: str, batch: int, options: SearchOptions) -> tuple:
     program = WORKLOADS[name].module(batch)
     start = time.monotonic()
     outcome = superoptimize_function(entry_function(program), options, cache_dir="none")
-    return outcome.report, time.monotonic() - start
+    seconds = time.monotonic() - start
+    if PICKS is not None:
+        PICKS.mkdir(parents=True, exist_ok=True)
+        prune = "pruned" if options.prune else "unpruned"
+        path = PICKS / f"{name}_b{batch}_k{options.max_kernels}_{prune}.mlir"
+        path.write_text(f"{outcome.function}\n")
+    return outcome.report, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         "saturate, so that it reaches every layout and counts what each holds "
         "(default: no limit, the first layouts take the whole budget)",
     )
+    parser.add_argument(
+        "--picks",
+        type=Path,
+        default=None,
+        help="write each search's pick to this directory as MLIR text (to "
+        "compare the picks of two versions of the code with diff -r)",
+    )
     args = parser.parse_args(argv)
+    global PICKS
+    PICKS = args.picks
     print(HEADER, flush=True)
     for name in args.workloads:
         for batch in args.batch:
