@@ -10,6 +10,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py softmax 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py layout 0
+    TRITON_INTERPRET=1 python tests/triton_interpret.py ops 0
 """
 
 from __future__ import annotations
@@ -179,6 +180,17 @@ def layout_cases() -> None:
         check(f"layout {name}", module, random_inputs(module, 0, -0.5, 0.5))
 
 
+def op_cases() -> None:
+    """Each element-wise op of the op table (``tests/op_program.py``), at the
+    kernel and block levels, unfused and in a thread graph."""
+    from op_program import KINDS, op_inputs, op_module
+
+    for kind in KINDS:
+        for fused in (False, True):
+            module = op_module(kind, fused)
+            check(f"{kind} fused={fused}", module, op_inputs(module))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "file":
         file_case(sys.argv[2])
@@ -194,5 +206,7 @@ if __name__ == "__main__":
         softmax_cases()
     elif what == "layout":
         layout_cases()
+    elif what == "ops":
+        op_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
