@@ -379,6 +379,23 @@ def test_constants_are_variables_of_their_own():
     assert plain != eps and constant(1e-6).param in str(eps)
 
 
+def test_the_op_table_gives_the_heads_and_formulas():
+    """A one-operand element-wise op without an ``expr`` formula in the op
+    table is an uninterpreted head of its own name (the row maximum too);
+    one with a formula is that formula over the terms."""
+    from mirage_xdsl.ops import OPS, Form, elementwise_kinds
+    from mirage_xdsl.search.pruning.abstract_expr import UNARY_HEADS
+
+    one_operand = [k for k in elementwise_kinds() if OPS[k].form is not Form.BINARY]
+    uninterpreted = {k for k in one_operand if OPS[k].expr is None}
+    assert set(UNARY_HEADS) == uninterpreted | {"max"}
+    x = var("x")
+    for kind in uninterpreted:
+        term = op_expr(kind, [x], [(4, 8)], {"scalar": 0.5})
+        assert term == Expr(kind, (x,))
+    assert str(op_expr("square", [x], [(4, 8)])) == "mul(x, x)"
+
+
 @pytest.mark.parametrize(
     "small,big",
     [("relu(x)", "gelu(x)"), ("sigmoid(x)", "silu(x)"), ("tanh(y)", "tanh(x)")],

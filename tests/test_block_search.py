@@ -50,3 +50,22 @@ def test_a_search_cut_short_counts_the_ops_left_in_its_round(monkeypatch):
     monkeypatch.setattr(block_search, "MAX_CLASSES", 4000)
     whole = _search("rmsnorm_linear", prune=True).report
     assert whole.unexplored == 0 and whole.stopped == ""
+
+
+def test_partial_sums_pass_only_the_linear_one_operand_ops():
+    """The label rules let a partial sum through a one-operand element-wise op
+    exactly when the op table calls it linear: scaling and negation, never
+    exp or a shift by a constant."""
+    from mirage_xdsl.ops import OPS, Form, kinds
+    from mirage_xdsl.search import labels as L
+    from mirage_xdsl.search import rules as R
+
+    labels = (L.axis(0), L.axis(1))
+    part = R.Tensor((4, 8), labels, None, partial=frozenset({L.axis(2)}))
+    passed = {
+        kind
+        for kind in kinds(Form.UNARY, Form.SCALAR)
+        if R.apply(R.Scope(), kind, [part], {"scalar": 0.5}) is not None
+    }
+    assert passed == {k for k in kinds(Form.UNARY, Form.SCALAR) if OPS[k].linear}
+    assert passed == {"neg", "mul_scalar"}

@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mirage_xdsl.dialects.tensor_ops import UNARY_KINDS
+from mirage_xdsl.dialects.tensor_ops import (
+    BINARY_KINDS,
+    REDUCE_KINDS,
+    SCALAR_KINDS,
+    UNARY_KINDS,
+)
+from mirage_xdsl.ops import OPS, Form, kinds
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.adapters import Expr
 
@@ -71,9 +77,9 @@ def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
 
 
 def _linear(scope: Scope, ts: list[Tensor], attrs: dict):
-    """mul_scalar and neg: scaling by a constant (-1 for neg) commutes with
-    sums, c (a + b) = c a + c b, so a partial sum may be scaled and stays a
-    partial sum."""
+    """A linear one-operand op (``linear`` in the op table: mul_scalar, neg):
+    scaling by a constant (-1 for neg) commutes with sums, c (a + b) = c a +
+    c b, so a partial sum may be scaled and stays a partial sum."""
     (x,) = ts
     return x.labels, x.partial
 
@@ -215,27 +221,26 @@ def _accum(scope: Scope, ts: list[Tensor], attrs: dict):
 
 
 RULES: dict[str, Rule] = {
-    "exp": _nonlinear,
-    "silu": _nonlinear,
-    "sqrt": _nonlinear,
-    "square": _nonlinear,
-    "neg": _linear,
-    **{kind: _nonlinear for kind in ("relu", "sigmoid", "tanh", "gelu", "gelu_erf")},
-    "rms_norm": _rms_norm,
-    "mul_scalar": _linear,
-    "add_scalar": _nonlinear,
+    **{
+        kind: _linear if OPS[kind].linear else _nonlinear
+        for kind in kinds(Form.UNARY, Form.SCALAR)
+    },
     "add": _add,
     "mul": _scale,
     "div": lambda s, ts, a: _scale(s, ts, a, divide=True),
+    "rms_norm": _rms_norm,
     "matmul": _matmul,
     "reduce_sum": _reduce_sum,
     "reduce_max": _reduce_max,
     "concat": _concat,
     "forloop_accum": _accum,
 }
+"""The rule of each op ``KIND``. A one-operand element-wise op (with or
+without a constant) passes a partial sum through only if the op table calls
+it ``linear``; the two-operand ones are each linear in their own way."""
 
 UNARY = UNARY_KINDS
-SCALAR = ("mul_scalar", "add_scalar")
+SCALAR = SCALAR_KINDS
 """Element-wise ops with a constant; the generator takes their constants from
 the target program (``labels.Axes.constants``)."""
 
@@ -250,7 +255,7 @@ def unary_specs(constants: tuple) -> list[tuple[str, tuple]]:
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
 
-KERNEL_KINDS = (*UNARY, "add", "mul", "div", "matmul", "reduce_sum", "reduce_max")
+KERNEL_KINDS = (*UNARY, *BINARY_KINDS, "matmul", *REDUCE_KINDS)
 BLOCK_KINDS = (*KERNEL_KINDS, "concat", "forloop_accum")
 
 

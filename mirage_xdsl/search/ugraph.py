@@ -28,8 +28,10 @@ from mirage_xdsl.search.labels import constant_attrs
 Shape = tuple[int, ...]
 Attrs = tuple[tuple[str, Any], ...]
 
-ELEMENTWISE = frozenset({*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS})
-"""Kinds a thread graph can hold (``thread`` dialect ops)."""
+THREAD_OPS: dict[str, type[t.TensorOp]] = thread.ELEMENTWISE_OPS
+"""The ``thread`` dialect's op class of each kind a thread graph can hold."""
+ELEMENTWISE = frozenset(THREAD_OPS)
+"""Kinds a thread graph can hold: the element-wise ops of the op table."""
 
 
 @dataclass(frozen=True, order=True)
@@ -169,13 +171,6 @@ def constant_args(op: Op) -> list[float]:
     """The float constant an op's builder (or thread op) takes after its
     operands: ``scalar`` or ``eps``; none for other ops."""
     return [value for name, value in op.attrs if name in ("scalar", "eps")]
-
-
-THREAD_OPS: dict[str, type] = {
-    cls.KIND: cls
-    for cls in thread.Thread.operations
-    if isinstance(cls, type) and issubclass(cls, t.TensorOp)
-}
 
 
 def _thread_graph(

@@ -3,7 +3,7 @@
 Mirage prunes its µGraph search with *abstract expressions* (see
 ``docs/abstract_expressions.md``). Every tensor gets a term over the inputs
 built from ``add``, ``mul``, ``div``, the unary heads (``exp``, ``sqrt``,
-``silu`` and the activations, :data:`UNARY_HEADS`) and
+``silu``, the activations: :data:`UNARY_HEADS`, from the op table) and
 ``sum(k, x)`` ("x added up over k elements"): a matmul ``A·B`` with contraction
 length 64 is ``sum(64, mul(A, B))``, wherever its tiles come from. A candidate
 prefix survives only if each of its tensors' terms is a subexpression of the
@@ -41,32 +41,39 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.ops import OPS, Form, OpSpec, elementwise_kinds
 
 Shape = tuple[int, ...]
 
+BUILT_HEADS = ("exp", "sqrt", "silu")
+"""Heads with constructors of their own (:func:`exp`, :func:`sqrt`,
+:func:`silu`), which RMSNorm and the loop accumulator build."""
 UNARY_HEADS = (
-    "exp",
-    "sqrt",
-    "silu",
-    "neg",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "gelu",
-    "gelu_erf",
+    *BUILT_HEADS,
+    *(
+        kind
+        for kind in elementwise_kinds()
+        if OPS[kind].form is not Form.BINARY
+        and OPS[kind].expr is None
+        and kind not in BUILT_HEADS
+    ),
     "max",
 )
 """Uninterpreted unary heads: ``x ⊑ f(x)`` and nothing else is known of them.
+Every one-operand element-wise op of the op table without an ``expr``
+formula is one, under its kind (a constant it takes is dropped).
 ``max(x)`` is a row maximum (``reduce_max``); like a mean's count, the number
 of elements maxed over is dropped.
 ``neg`` is one too: constants are opaque variables (:func:`constant`), so
 ``-1 · x`` would be ``mul(x, const_m1_1)`` and cancel no better."""
 BINARY_HEADS = ("add", "mul", "div")
+"""The interpreted heads: the axioms regroup and distribute them."""
 HEADS = ("var", "sum", "concat", *UNARY_HEADS, *BINARY_HEADS)
 
 
@@ -501,20 +508,22 @@ def forloop_accum(
 ExprRule = Callable[[Sequence[Expr], Sequence[Shape], Mapping[str, object]], Expr]
 
 
-def _unary(build: Callable[[Expr], Expr]) -> ExprRule:
-    return lambda xs, shapes, attrs: pointwise(build, xs, shapes)
+TERMS = SimpleNamespace(add=add, mul=mul, div=div, const=constant)
+"""The term builders an op table ``expr`` formula is written against
+(``const(c)``: a constant as its own variable)."""
 
 
-def _binary(build: Callable[[Expr, Expr], Expr]) -> ExprRule:
-    return lambda xs, shapes, attrs: pointwise(build, xs, shapes)
-
-
-def _scalar(build: Callable[[Expr, Expr], Expr]) -> ExprRule:
-    """``x (op) c`` with the constant ``attrs["scalar"]`` as its own variable."""
+def _elementwise(spec: OpSpec) -> ExprRule:
+    """An element-wise op's term, pushed through piecewise operands: its
+    ``expr`` formula over :data:`TERMS` (after the operands, a scalar op's
+    constant ``attrs["scalar"]``), else its head applied to the operands."""
 
     def rule(xs: Sequence[Expr], shapes: Sequence[Shape], attrs: Mapping) -> Expr:
-        c = constant(float(attrs["scalar"]))  # type: ignore[arg-type]
-        return pointwise(lambda x: build(x, c), xs, shapes)
+        formula = spec.expr
+        if formula is None:
+            return pointwise(lambda *args: Expr(spec.kind, args), xs, shapes)
+        c = (float(attrs["scalar"]),) if spec.form is Form.SCALAR else ()
+        return pointwise(lambda *args: formula(TERMS, *args, *c), xs, shapes)
 
     return rule
 
@@ -524,20 +533,7 @@ def _dim(attrs: Mapping[str, object]) -> int:
 
 
 ABSTRACT_EXPRS: dict[str, ExprRule] = {
-    "add": _binary(add),
-    "mul": _binary(mul),
-    "div": _binary(div),
-    "exp": _unary(exp),
-    "sqrt": _unary(sqrt),
-    "silu": _unary(silu),
-    **{
-        head: _unary(unary_head(head))
-        for head in UNARY_HEADS
-        if head not in ("exp", "sqrt", "silu", "max")
-    },
-    "square": lambda xs, shapes, attrs: pointwise(mul, [xs[0], xs[0]], shapes * 2),
-    "mul_scalar": _scalar(mul),
-    "add_scalar": _scalar(add),
+    **{kind: _elementwise(OPS[kind]) for kind in elementwise_kinds()},
     "rms_norm": lambda xs, shapes, attrs: rms_norm(
         xs[0],
         shapes[0],

@@ -52,15 +52,9 @@ class Z3Axioms:
         self.timeout_ms = timeout_ms
         self.sort = z3.DeclareSort("T", self.ctx)
         t, b = self.sort, z3.BoolSort(self.ctx)
-        self.fn = {
-            name: z3.Function(
-                name,
-                t,
-                t,
-                t,
-            )
-            for name in ("add", "mul", "div")
-        } | {name: z3.Function(name, t, t) for name in ae.UNARY_HEADS}
+        self.fn = {name: z3.Function(name, t, t, t) for name in ae.BINARY_HEADS} | {
+            name: z3.Function(name, t, t) for name in ae.UNARY_HEADS
+        }
         self.sub = z3.Function("subexpr", t, t, b)
         self.sums: dict[int, z3.FuncDeclRef] = {}
         self.vars: dict[str, z3.ExprRef] = {}
