@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mirage_xdsl.ops import OPS
 from mirage_xdsl.search.ugraph import (
     ELEMENTWISE,
     BlockGraph,
@@ -58,17 +59,6 @@ H100 = Target()
 
 ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ACCUMULATOR_BYTES = 4
-TRANSCENDENTAL_FLOPS = {
-    "exp": 4,
-    "silu": 6,
-    "sqrt": 4,
-    "rms_norm": 8,
-    "sigmoid": 6,
-    "tanh": 8,
-    "gelu": 12,
-    "gelu_erf": 12,
-}
-"""Flops per element of the kinds that cost more than one (neg and relu: one)."""
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -88,10 +78,11 @@ def matmul_flops(a: Shape, b: Shape, mma: bool = False) -> int:
 
 
 def op_flops(kind: str, operands: Sequence[Shape], out: Shape) -> int:
+    """FLOPs of one op: a matmul's own count, else the op table's ``flops``
+    per element of its largest operand or result."""
     if kind == "matmul":
         return matmul_flops(operands[0], operands[1])
-    per = TRANSCENDENTAL_FLOPS.get(kind, 1)
-    return per * max(numel(s) for s in (*operands, out))
+    return OPS[kind].flops * max(numel(s) for s in (*operands, out))
 
 
 def smem_bytes(graph: BlockGraph, tiles: Sequence[Shape], elem: int) -> int:
