@@ -7,6 +7,7 @@ from softmax_program import attention_module, softmax_module
 
 from mirage_xdsl.fuzz.programs import random_module
 from mirage_xdsl.ir.builder import new_kernel_graph
+from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.verify import residue_arith as ff
 from mirage_xdsl.verify.fingerprint_slice import (
@@ -14,7 +15,14 @@ from mirage_xdsl.verify.fingerprint_slice import (
     exponent_only_ops,
     residue_slice,
 )
-from mirage_xdsl.verify.finite_field import FiniteFieldDomain, P, Q, Residues
+from mirage_xdsl.verify.finite_field import (
+    KEY_SALTS,
+    KEYED_KINDS,
+    FiniteFieldDomain,
+    P,
+    Q,
+    Residues,
+)
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS
 
 
@@ -142,13 +150,14 @@ def test_silu_matches_its_definition() -> None:
     x = d.random(np.random.default_rng(4), (64,))
     one = d.load(np.ones(64, np.int64))
     want = d.div(x, d.add(one, d.exp(d.neg(x))))
-    assert np.array_equal(d.silu(x).p, want.p)
+    assert np.array_equal(d.elementwise(OPS["silu"], x).p, want.p)
 
 
 def test_sigmoid_is_silu_over_x_and_neg_is_exact() -> None:
     d = FiniteFieldDomain(5)
     x = d.random(np.random.default_rng(5), (64,))
-    assert np.array_equal(d.mul(x, d.sigmoid(x)).p, d.silu(x).p)
+    sigmoid = d.elementwise(OPS["sigmoid"], x)
+    assert np.array_equal(d.mul(x, sigmoid).p, d.elementwise(OPS["silu"], x).p)
     assert np.all(d.add(x, d.neg(x)).p == 0) and np.all(d.add(x, d.neg(x)).q == 0)
 
 
@@ -158,7 +167,9 @@ def test_keyed_activations_are_functions_distinct_per_kind() -> None:
     d = FiniteFieldDomain(6)
     x = d.random(np.random.default_rng(6), (1000,))
     kinds = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
-    values = {k: getattr(d, k)(np.concatenate([x, x])) for k in kinds}
+    assert KEYED_KINDS == kinds
+    xx = np.concatenate([x, x])
+    values = {k: d.elementwise(OPS[k], xx) for k in kinds}
     for k, v in values.items():
         assert np.array_equal(v.p[:1000], v.p[1000:]), k
         assert np.all((v.p > 0) & (v.p < P)), k
@@ -166,6 +177,19 @@ def test_keyed_activations_are_functions_distinct_per_kind() -> None:
         for b in kinds:
             if a < b:
                 assert np.mean(values[a].p == values[b].p) < 0.01, (a, b)
+
+
+def test_key_salts_are_pinned() -> None:
+    """The keyed kinds come from the op table, their salts from their names:
+    sqrt's is 0, and every trial's keyed values stay what they were."""
+    assert KEY_SALTS == {
+        "sqrt": 0,
+        "relu": 3203118445234222979,
+        "tanh": 3943191079866540465,
+        "gelu": 2644641728253874490,
+        "gelu_erf": 2350326325350713635,
+        "reduce_max": 903247140085329586,
+    }
 
 
 def test_floats_are_refused() -> None:

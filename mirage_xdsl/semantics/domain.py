@@ -8,41 +8,30 @@ the tensor's logical shape; the walker reshapes, transposes, broadcasts
 (``np.broadcast_to``) and concatenates (``np.concatenate``) those values itself
 to implement block partitioning, and leaves everything that depends on the
 number system to the domain.
+
+A domain supplies the few primitives the walker's structural ops (matmul,
+reductions, RMSNorm, the for-loop accumulator) are built from, and one entry,
+:meth:`Domain.elementwise`, for every element-wise op: it computes the op from
+its entry in the op table (``mirage_xdsl.ops``).
 """
 
 from __future__ import annotations
 
-import math
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
-"""sqrt(2/pi), the scale inside the tanh approximation of GELU."""
-GELU_TANH_CUBIC = 0.044715
-"""The cubic coefficient of the tanh approximation of GELU."""
+from mirage_xdsl.ops import Form, OpSpec
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function element-wise, in ``x``'s float type.
-
-    numpy has no erf and scipy is not a dependency; ``math.erf`` is exact to
-    double precision, which the fp32 reference rounds.
-    """
-    x = np.asarray(x)
-    return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return 0.5 * x * (1 + np.tanh(GELU_TANH_SCALE * (x + GELU_TANH_CUBIC * x * x * x)))
-
-
-def gelu_erf(x: np.ndarray) -> np.ndarray:
-    """Exact GELU: 0.5 x (1 + erf(x / sqrt 2))."""
-    return 0.5 * x * (1 + erf(x / np.sqrt(x.dtype.type(2.0))))
+# The GELU helpers live with the op table; re-exported for the lowering and
+# fuzz modules that import them from here.
+from mirage_xdsl.ops.table import (  # noqa: F401
+    GELU_TANH_CUBIC,
+    GELU_TANH_SCALE,
+    erf,
+    gelu_erf,
+    gelu_tanh,
+)
 
 
 class Domain(Protocol):
@@ -54,39 +43,26 @@ class Domain(Protocol):
         """Turn a user input into a domain value."""
         ...
 
+    def const(self, c: float, like: np.ndarray) -> Any:
+        """The finite float ``c``, broadcastable against ``like``."""
+        ...
+
     def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray: ...
 
     def mul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray: ...
 
     def div(self, x: np.ndarray, y: np.ndarray) -> np.ndarray: ...
 
-    def exp(self, x: np.ndarray) -> np.ndarray: ...
+    def neg(self, x: np.ndarray) -> np.ndarray: ...
 
-    def silu(self, x: np.ndarray) -> np.ndarray: ...
+    def exp(self, x: np.ndarray) -> np.ndarray: ...
 
     def sqrt(self, x: np.ndarray) -> np.ndarray: ...
 
-    def square(self, x: np.ndarray) -> np.ndarray: ...
-
-    def mul_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
-        """``x * c`` for a finite float constant."""
+    def elementwise(self, spec: OpSpec, *args: Any) -> np.ndarray:
+        """The element-wise op ``spec`` on its operands (then its constant,
+        for a :attr:`~mirage_xdsl.ops.Form.SCALAR` op)."""
         ...
-
-    def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
-        """``x + c`` for a finite float constant."""
-        ...
-
-    def neg(self, x: np.ndarray) -> np.ndarray: ...
-
-    def relu(self, x: np.ndarray) -> np.ndarray: ...
-
-    def sigmoid(self, x: np.ndarray) -> np.ndarray: ...
-
-    def tanh(self, x: np.ndarray) -> np.ndarray: ...
-
-    def gelu(self, x: np.ndarray) -> np.ndarray: ...
-
-    def gelu_erf(self, x: np.ndarray) -> np.ndarray: ...
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Matmul over the last two axes, broadcasting leading axes."""
@@ -116,6 +92,9 @@ class FloatDomain:
     def load(self, array: np.ndarray) -> np.ndarray:
         return np.asarray(array, dtype=self.dtype)
 
+    def const(self, c: float, like: np.ndarray) -> Any:
+        return self.dtype(c)
+
     def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return x + y
 
@@ -125,41 +104,22 @@ class FloatDomain:
     def div(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return x / y
 
+    def neg(self, x: np.ndarray) -> np.ndarray:
+        return -x
+
     def exp(self, x: np.ndarray) -> np.ndarray:
         return np.exp(x)
-
-    def silu(self, x: np.ndarray) -> np.ndarray:
-        return x / (1 + np.exp(-x))
 
     def sqrt(self, x: np.ndarray) -> np.ndarray:
         return np.sqrt(x)
 
-    def square(self, x: np.ndarray) -> np.ndarray:
-        return x * x
-
-    def mul_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
-        return x * self.dtype(c)
-
-    def add_scalar(self, x: np.ndarray, c: float) -> np.ndarray:
-        return x + self.dtype(c)
-
-    def neg(self, x: np.ndarray) -> np.ndarray:
-        return -x
-
-    def relu(self, x: np.ndarray) -> np.ndarray:
-        return np.maximum(x, x.dtype.type(0))
-
-    def sigmoid(self, x: np.ndarray) -> np.ndarray:
-        return 1 / (1 + np.exp(-x))
-
-    def tanh(self, x: np.ndarray) -> np.ndarray:
-        return np.tanh(x)
-
-    def gelu(self, x: np.ndarray) -> np.ndarray:
-        return gelu_tanh(x)
-
-    def gelu_erf(self, x: np.ndarray) -> np.ndarray:
-        return gelu_erf(x)
+    def elementwise(self, spec: OpSpec, *args: Any) -> np.ndarray:
+        """``spec.real``; a constant is taken in the domain's float type."""
+        assert spec.real is not None, spec.kind
+        if spec.form is Form.SCALAR:
+            x, c = args
+            return spec.real(x, self.dtype(c))
+        return spec.real(*args)
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)

@@ -12,7 +12,9 @@ stitches tiles back by ``omap``. Tile-level ops use negative axes, so the same
 implementation serves kernel, block and thread levels.
 
 All arithmetic goes through a :class:`~mirage_xdsl.semantics.domain.Domain`, so the float
-reference and the finite-field fingerprints share this one walker.
+reference and the finite-field fingerprints share this one walker; an
+element-wise op is handed to the domain with its op-table entry
+(``mirage_xdsl.ops``), so the walker knows no element-wise kind by name.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.domain import Domain, FloatDomain
 
 BLOCK_AXES = 4
@@ -52,8 +55,8 @@ def rms(
     eps: float = 0.0,
 ) -> np.ndarray:
     """sqrt(mean(x^2) + eps) over ``axes``, which hold ``count`` elements in all."""
-    mean = domain.div_count(domain.sum(domain.square(x), axes), count)
-    return domain.sqrt(domain.add_scalar(mean, eps) if eps else mean)
+    mean = domain.div_count(domain.sum(domain.mul(x, x), axes), count)
+    return domain.sqrt(domain.add(mean, domain.const(eps, mean)) if eps else mean)
 
 
 def tensor_op(domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]) -> np.ndarray:
@@ -76,16 +79,15 @@ def _tensor_op(
     domain: Domain, op: t.TensorOp, args: Sequence[np.ndarray]
 ) -> np.ndarray:
     kind = op.KIND
-    if kind in t.BINARY_KINDS or kind == "matmul":
-        return getattr(domain, kind)(args[0], args[1])
+    spec = OPS[kind]
+    if spec.elementwise:
+        return domain.elementwise(spec, *args, *op.constant_args())
+    if kind == "matmul":
+        return domain.matmul(args[0], args[1])
     if kind == "rms_norm":
         x = args[0]
         eps = op.eps_value  # type: ignore[attr-defined]
         return domain.div(x, rms(domain, x, (-1,), x.shape[-1], eps))
-    if kind in t.SCALAR_KINDS:
-        return getattr(domain, kind)(args[0], op.value)  # type: ignore[attr-defined]
-    if kind in t.UNARY_KINDS:
-        return getattr(domain, kind)(args[0])
     if kind in t.LAYOUT_KINDS:
         return layout(op, args[0])
     rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]

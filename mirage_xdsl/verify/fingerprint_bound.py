@@ -8,31 +8,36 @@ is a rational function ``N / D`` of three groups of variables:
 - ``exp``: exp atoms ``omega ** t`` (uniform over the order-q subgroup under the
   generic-exponent model), closed under inverses,
 - ``sqrt``: values of the random sqrt function (uniform over Z_p), and of the
-  other keyed random functions (relu, tanh, gelu, gelu_erf, and reduce_max's
-  per-row function of the whole row), counted alike.
+  other keyed random functions (the op table's ``KEYED`` ops, and
+  reduce_max's per-row function of the whole row), counted alike.
 
 For each tensor the walk keeps the degree of ``N`` and ``D`` in each group, and
 which axes the denominator and the set of sqrt atoms are constant along: a sum
 of K fractions whose denominators differ needs a common denominator K times as
 large, while a softmax row ``e / sum(e)`` shares one denominator. It also counts
 how many sqrt atoms an element can depend on (their arguments may collide) and
-the degree of every exp and sqrt argument.
+the degree of every exp and sqrt argument. The walk is an
+:class:`~mirage_xdsl.ops.Arith` over these degree facts, so an element-wise op
+is bounded by evaluating its op-table field formula, the very steps the finite
+field computes it with.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from mirage_xdsl.dialects import shapes
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.interpreter import entry_function
-from mirage_xdsl.verify.finite_field import KEYED_KINDS, P, Q
+from mirage_xdsl.verify.finite_field import P, Q
 from mirage_xdsl.verify.residue_arith import ROW_DIGEST_COLLISION
 
 GROUPS = ("input", "exp", "sqrt")
@@ -121,7 +126,7 @@ class _Walk:
     row_atoms: bool = False
     env: dict[SSAValue, Deg] = field(default_factory=dict)
 
-    # --- element-wise --------------------------------------------------------
+    # --- element-wise: the Arith the op table's field formulas run on --------
 
     def _fixed(self, shape, *ds: Deg) -> tuple[frozenset[int], frozenset[int]]:
         den = frozenset(range(-len(shape), 0))
@@ -131,10 +136,15 @@ class _Walk:
             atoms &= d.atoms_const()
         return den, atoms
 
-    def add(self, a: Deg, b: Deg, shape) -> Deg:
+    def const(self, c: float, like: Deg) -> Deg:
+        """A constant: a monomial of degree zero."""
+        return constant(like.shape)
+
+    def add(self, a: Deg, b: Deg) -> Deg:
+        shape = shapes.broadcast(a.shape, b.shape)
         den_fixed, atoms_fixed = self._fixed(shape, a, b)
         return Deg(
-            tuple(shape),
+            shape,
             vmax(vadd(a.num, b.den), vadd(b.num, a.den)),
             vadd(a.den, b.den),
             False,
@@ -143,10 +153,11 @@ class _Walk:
             a.sqrt_fan + b.sqrt_fan,
         )
 
-    def mul(self, a: Deg, b: Deg, shape) -> Deg:
+    def mul(self, a: Deg, b: Deg) -> Deg:
+        shape = shapes.broadcast(a.shape, b.shape)
         den_fixed, atoms_fixed = self._fixed(shape, a, b)
         return Deg(
-            tuple(shape),
+            shape,
             vadd(a.num, b.num),
             vadd(a.den, b.den),
             a.monomial and b.monomial,
@@ -155,15 +166,16 @@ class _Walk:
             a.sqrt_fan + b.sqrt_fan,
         )
 
-    def div(self, a: Deg, b: Deg, shape) -> Deg:
+    def div(self, a: Deg, b: Deg) -> Deg:
         if b.monomial:
             # Dividing by atoms multiplies by their inverses, which are atoms of
             # the same group (exp) or are taken as the variable (sqrt).
-            return replace(self.mul(a, b, shape), monomial=a.monomial)
+            return replace(self.mul(a, b), monomial=a.monomial)
+        shape = shapes.broadcast(a.shape, b.shape)
         den_fixed, atoms_fixed = self._fixed(shape, a, b)
         den_fixed &= b.ones()  # the new denominator is b's value itself
         return Deg(
-            tuple(shape),
+            shape,
             vadd(a.num, b.den),
             vadd(a.den, b.num),
             False,
@@ -171,6 +183,10 @@ class _Walk:
             atoms_fixed,
             a.sqrt_fan + b.sqrt_fan,
         )
+
+    def neg(self, a: Deg) -> Deg:
+        """``-x`` has ``x``'s degrees."""
+        return a
 
     def exp(self, a: Deg) -> Deg:
         self.exp_arg = max(self.exp_arg, a.total())
@@ -184,19 +200,10 @@ class _Walk:
         fixed = a.ones() & a.atoms_const()
         return Deg(a.shape, (0, 0, 1), ZERO, True, a.all_axes(), fixed, a.sqrt_fan + 1)
 
-    def silu(self, a: Deg) -> Deg:
-        shape = a.shape
-        return self.div(a, self.add(self.exp(a), constant(shape), shape), shape)
-
-    def sigmoid(self, a: Deg) -> Deg:
-        shape = a.shape
-        one = constant(shape)
-        return self.div(one, self.add(self.exp(a), one, shape), shape)
-
-    def keyed(self, a: Deg) -> Deg:
-        """relu, tanh, gelu, gelu_erf: random functions like sqrt, so their
-        values are fresh variables of the sqrt group (their arguments may
-        collide with each other exactly as sqrt arguments may)."""
+    def keyed(self, kind: str, a: Deg) -> Deg:
+        """A keyed op (sqrt, relu, tanh, ...): a random function, so its values
+        are fresh variables of the sqrt group (the arguments of any two may
+        collide exactly as sqrt arguments may)."""
         return self.sqrt(a)
 
     # --- reductions ----------------------------------------------------------
@@ -264,12 +271,8 @@ class _Walk:
         return Deg(tuple(shape), num, den, False, den_fixed, atoms_fixed, fan)
 
     def rms(self, a: Deg, axis: int, eps: float = 0.0) -> Deg:
-        mean = self.sum(self.mul(a, a, a.shape), axis)
-        return self.sqrt(self.add_constant(mean) if eps else mean)
-
-    def add_constant(self, a: Deg) -> Deg:
-        """``a + c``: a constant adds no degree, but the sum is no monomial."""
-        return self.add(a, constant(a.shape), a.shape)
+        mean = self.sum(self.mul(a, a), axis)
+        return self.sqrt(self.add(mean, self.const(eps, mean)) if eps else mean)
 
     def layout(self, op: t.TensorOp, a: Deg, shape) -> Deg:
         """Moving elements keeps every degree. A transpose swaps the axes its
@@ -298,29 +301,14 @@ class _Walk:
     def tensor_op(self, op: t.TensorOp, args: list[Deg]) -> Deg:
         shape = t.tensor_shape(op.results[0])
         kind = op.KIND
-        binary: dict[str, Callable[..., Deg]] = {
-            "add": self.add,
-            "mul": self.mul,
-            "div": self.div,
-            "matmul": self.matmul,
-        }
-        if kind in binary:
-            return binary[kind](args[0], args[1], shape)
-        if kind == "square":
-            return self.mul(args[0], args[0], shape)
-        if kind == "mul_scalar":
-            return args[0]  # a constant factor adds no degree
-        if kind == "add_scalar":
-            return self.add_constant(args[0])
-        if kind == "neg":
-            return args[0]  # -x has x's degrees
-        if kind in ("exp", "sqrt", "silu", "sigmoid"):
-            return getattr(self, kind)(args[0])
-        if kind in KEYED_KINDS:
-            return self.keyed(args[0])
+        spec = OPS[kind]
+        if spec.elementwise:
+            return spec.field_apply(self, *args, *op.constant_args())
+        if kind == "matmul":
+            return self.matmul(args[0], args[1], shape)
         if kind == "rms_norm":
             eps = op.eps_value  # type: ignore[attr-defined]
-            return self.div(args[0], self.rms(args[0], -1, eps), shape)
+            return self.div(args[0], self.rms(args[0], -1, eps))
         if kind in t.LAYOUT_KINDS:
             return self.layout(op, args[0], shape)
         dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
@@ -350,7 +338,7 @@ class _Walk:
         fan = shift.sqrt_fan * (forloop if varying else 1)
         fixed = shift.ones() & shift.atoms_const()
         top = self._row_atom(shift, shift.shape, fan, fixed)
-        return self.exp(self.add(shift, top, shift.shape))
+        return self.exp(self.add(shift, top))
 
     def forloop_accum(self, op: Operation, x: Deg, varying: bool, forloop: int) -> Deg:
         if varying and forloop > 1:
@@ -363,7 +351,7 @@ class _Walk:
             return replace(x, monomial=False)
         if reduction in ("sum", "mean"):
             return self.sum(x, -1)
-        return self.sqrt(self.sum(self.mul(x, x, x.shape), -1))
+        return self.sqrt(self.sum(self.mul(x, x), -1))
 
     def customized(self, op: Operation, args: list[Deg]) -> list[Deg]:
         block = op.regions[0].block
@@ -402,7 +390,7 @@ class _Walk:
                 varying = any(phases[v] == Phase.LOOP for v in inner.operands)
                 if len(ins) > 1 and phases[inner.operands[1]] == Phase.LOOP:
                     weights = self.shift_weights(ins[1], varying, op.forloop)  # type: ignore[attr-defined]
-                    ins[0] = self.mul(weights, ins[0], ins[0].shape)
+                    ins[0] = self.mul(weights, ins[0])
                 env[inner.results[0]] = self.forloop_accum(
                     inner,
                     ins[0],

@@ -2,12 +2,12 @@
 Z_p wherever something other than an exponent reads it.
 
 A fingerprint's Z_q component is only ever read by ``exp`` (as the exponent;
-also inside ``silu`` and ``sigmoid``) and by ``sqrt`` and the other keyed
-random functions (``relu``, ``tanh``, ``gelu``, ``gelu_erf``, and
-``reduce_max`` per row: hashed with the Z_p component). Computing it for every value
-doubles the verifier's work; :func:`residue_slice` finds the entry arguments
-some exp or sqrt argument depends on, so only those are drawn with a Z_q
-residue and everything else is computed mod p alone (``finite_field.py``
+also inside every op whose field formula takes an exp, such as ``silu``) and by
+``sqrt`` and the other keyed random functions (the op table's ``KEYED`` ops,
+and ``reduce_max`` per row: hashed with the Z_p component). Computing it for
+every value doubles the verifier's work; :func:`residue_slice` finds the entry
+arguments some exp or sqrt argument depends on, so only those are drawn with a
+Z_q residue and everything else is computed mod p alone (``finite_field.py``
 keeps a value's Z_q component exactly when all its operands have one). It
 also says whether any exp or sqrt argument depends on an exp result, the only
 case in which exp results must carry a Z_q component too.
@@ -22,26 +22,93 @@ operands, and every op but a ring operation or ``exp`` reads both components.
 Over-approximation only costs time; a missing component would be caught
 (``exp`` refuses an argument without its Z_q component, and arithmetic on a
 missing Z_p component fails).
+
+What an element-wise op reads is read off its op-table field formula, written
+down as a term (:class:`_Terms`): the steps it takes, and whether its operand
+is only ever an exponent.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import block
+from mirage_xdsl.ops import OPS, Form, elementwise_kinds
 from mirage_xdsl.semantics.interpreter import entry_function
-from mirage_xdsl.verify.finite_field import KEYED_KINDS, ROW_KEYED_KINDS
+from mirage_xdsl.verify.finite_field import ROW_KEYED_KINDS
 
+Term = tuple[Any, ...] | str
+"""A field formula written down: ``(step, *arguments)``, or an operand name."""
+
+
+class _Terms:
+    """The finite field's steps (an :class:`~mirage_xdsl.ops.Arith`) as terms."""
+
+    def const(self, c: float, like: Term) -> Term:
+        return ("const",)
+
+    def add(self, x: Term, y: Term) -> Term:
+        return ("add", x, y)
+
+    def mul(self, x: Term, y: Term) -> Term:
+        return ("mul", x, y)
+
+    def div(self, x: Term, y: Term) -> Term:
+        return ("div", x, y)
+
+    def neg(self, x: Term) -> Term:
+        return ("neg", x)
+
+    def exp(self, x: Term) -> Term:
+        return ("exp", x)
+
+    def keyed(self, kind: str, x: Term) -> Term:
+        return ("keyed", x)
+
+
+OPERANDS = {Form.UNARY: ("x",), Form.SCALAR: ("x", 1.0), Form.BINARY: ("x", "y")}
+
+
+def _term(kind: str) -> Term:
+    """``kind``'s field formula on operands named ``x`` (and ``y``)."""
+    spec = OPS[kind]
+    return spec.field_apply(_Terms(), *OPERANDS[spec.form])
+
+
+def _steps(term: Term) -> frozenset[str]:
+    if isinstance(term, str):
+        return frozenset()
+    return frozenset({term[0]}).union(*(_steps(a) for a in term[1:]))
+
+
+def _exponent_only(term: Term) -> bool:
+    """Every operand of the formula is read as an exponent (exp's argument) alone."""
+    if isinstance(term, str):
+        return False
+    if term[0] == "exp" and isinstance(term[1], str):
+        return True
+    return all(_exponent_only(a) for a in term[1:])
+
+
+STEPS = {kind: _steps(_term(kind)) for kind in elementwise_kinds()}
+"""The field steps each element-wise kind takes."""
 EXP = -1
 """The source marker of a value that depends on an exp result."""
-EXP_KINDS = frozenset({"exp", "silu", "sigmoid"})
-HASHED_KINDS = frozenset({*KEYED_KINDS, *ROW_KEYED_KINDS, "rms_norm"})
-"""Kinds that hash their argument's (x_p, x_q) pairs (``finite_field.KEYED_KINDS``
-element by element, ``ROW_KEYED_KINDS`` a whole row: ``reduce_max``)."""
+EXP_KINDS = frozenset(k for k, steps in STEPS.items() if "exp" in steps)
+"""Element-wise kinds whose field formula takes an exp."""
+EXPONENT_KINDS = frozenset(k for k in STEPS if _exponent_only(_term(k)))
+"""Element-wise kinds that read their operand only as an exponent (``exp``)."""
+HASHED_KINDS = frozenset(k for k, steps in STEPS.items() if "keyed" in steps) | {
+    *ROW_KEYED_KINDS,
+    "rms_norm",
+}
+"""Kinds that hash their argument's (x_p, x_q) pairs (the keyed element-wise
+ops element by element, ``ROW_KEYED_KINDS`` a whole row: ``reduce_max``)."""
 
 
 @dataclass(frozen=True)
@@ -109,23 +176,16 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
 
 
 BOTH = frozenset({"p", "q"})
-RING_KINDS = frozenset(
-    {
-        "add",
-        "mul",
-        "div",
-        "matmul",
-        "reduce_sum",
-        "square",
-        "neg",
-        "mul_scalar",
-        "add_scalar",
-        "transpose",
-        "reshape",
-    }
-)
-"""Ops computed component by component (layouts move both alike), which can
-leave Z_p out."""
+RING_STEPS = frozenset({"const", "add", "mul", "div", "neg"})
+RING_KINDS = frozenset(k for k, steps in STEPS.items() if steps <= RING_STEPS) | {
+    "matmul",
+    "reduce_sum",
+    "transpose",
+    "reshape",
+}
+"""Ops computed component by component (the element-wise ones whose field
+formula takes ring steps only; layouts move both alike), which can leave Z_p
+out."""
 
 
 def _reads(user: Operation, result_needs: frozenset[str]) -> frozenset[str]:
@@ -134,7 +194,7 @@ def _reads(user: Operation, result_needs: frozenset[str]) -> frozenset[str]:
     ring operations read, per component, what their result needs. Anything
     else (block inputs and outputs, accumulations, returns) reads both."""
     kind = getattr(user, "KIND", None)
-    if kind == "exp":
+    if kind in EXPONENT_KINDS:
         return frozenset({"q"}) if result_needs else frozenset()
     if kind in RING_KINDS:
         return result_needs

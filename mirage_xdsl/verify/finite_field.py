@@ -6,10 +6,12 @@ inverse; ``exp`` maps the Z_q component to ``omega ** x_q`` in Z_p, where
 ``omega`` generates the subgroup of order q of Z_p^*, so ``exp(a + b) =
 exp(a) * exp(b)`` holds exactly (exponents live in Z_q because ``omega ** q =
 1``). ``sqrt`` has no algebraic counterpart in a finite field; it is a per-trial
-random function of its argument (see :class:`FiniteFieldDomain`), and so are
-``relu``, ``tanh``, ``gelu`` and ``gelu_erf``, each with its own keys. ``neg``
-is ``p - x``; ``sigmoid`` is ``1 / (1 + exp(-x))``.
-``docs/verifier.md`` derives the false-positive bound these choices give.
+random function of its argument (see :class:`FiniteFieldDomain`), and so is
+every op the op table marks ``KEYED`` (``relu``, ``tanh``, ``gelu``, ...), each
+with its own keys. ``neg`` is ``p - x``. Every other element-wise op is its
+table entry's field formula over these steps (``sigmoid`` is ``1 / (1 +
+exp(-x))``). ``docs/verifier.md`` derives the false-positive bound these
+choices give.
 
 Only the work the bound needs. The Z_q component matters only where a value
 is exponentiated or hashed by ``sqrt``; a :class:`Residues` value carries it
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mirage_xdsl.ops import OPS, OpSpec, elementwise_kinds
 from mirage_xdsl.verify.residue_arith import (
     EXP_LOW_BITS,
     NUMPY,
@@ -58,8 +61,9 @@ def field_rational(c: float) -> int:
     return num % m * pow(den, -1, m) % m
 
 
-KEYED_KINDS = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
-"""Kinds without an algebraic image in the field: per-trial random functions."""
+KEYED_KINDS = tuple(k for k in elementwise_kinds() if OPS[k].keyed)
+"""Kinds without an algebraic image in the field (the op table's ``KEYED``
+entries): per-trial random functions."""
 
 
 def _salt(kind: str) -> int:
@@ -193,15 +197,17 @@ class FiniteFieldDomain:
       it are recognised). It is only computed when ``exp_keeps_q`` says a
       program nests them.
 
-    - ``relu``, ``tanh``, ``gelu`` and ``gelu_erf`` are random functions like
-      sqrt, each keyed by sqrt's keys salted with its ``KIND``
+    - the other :data:`KEYED_KINDS` (``relu``, ``tanh``, ...) are random
+      functions like sqrt, each keyed by sqrt's keys salted with its ``KIND``
       (:data:`KEY_SALTS`): equal arguments meet, different kinds never share
       values by construction.
 
-    ``silu(x) = x / (1 + exp(-x))`` and ``sigmoid(x) = 1 / (1 + exp(-x))``
-    are evaluated from these pieces; ``neg`` is exact. Division by
-    zero yields zero and is counted in ``zero_divisors``. ``arith`` chooses
-    where the arrays live (:data:`NUMPY`, or a torch device).
+    The domain is an :class:`~mirage_xdsl.ops.Arith`: every element-wise op
+    is its op-table formula over these pieces (``silu(x) = x / (1 +
+    exp(-x))``, ``sigmoid(x) = 1 / (1 + exp(-x))``); ``neg`` is exact.
+    Division by zero yields zero and is counted in ``zero_divisors``.
+    ``arith`` chooses where the arrays live (:data:`NUMPY`, or a torch
+    device).
     """
 
     name = "finite-field"
@@ -267,17 +273,15 @@ class FiniteFieldDomain:
         q = self.arith.array(_uniform(rng, Q, shape)) if with_q else None
         return self._residues(p, q)
 
-    def constant(self, value: int, ndim: int) -> Residues:
-        return self.load(np.full((1,) * ndim, value, np.int64))
-
-    def rational(self, c: float, ndim: int) -> Residues:
-        """The float ``c`` as the exact rational it is, in both components.
+    def const(self, c: float, like: Residues) -> Residues:
+        """The float ``c`` as the exact rational it is, in both components,
+        broadcastable against ``like``.
 
         A finite float is ``n / 2^k``; its image is ``n * (2^k)^-1`` mod p and
         mod q (both odd), so ``x * 0.5 * 0.25`` and ``x * 0.125`` agree exactly,
         and a constant scaling an exponent is the same rational in Z_q.
         """
-        return self.constant(field_rational(c), ndim)
+        return self.load(np.full((1,) * like.ndim, field_rational(c), np.int64))
 
     def to_numpy(self, x: Residues) -> tuple[np.ndarray, np.ndarray | None]:
         q = None if x.q is None else self.arith.to_numpy(x.q)
@@ -330,17 +334,7 @@ class FiniteFieldDomain:
             q = self.arith.reduce(value, Q)
         return self._residues(value, q)
 
-    def silu(self, x: Residues) -> Residues:
-        one = self.constant(1, x.ndim)
-        return self.div(x, self.add(self.exp(self.neg(x)), one))
-
-    def sigmoid(self, x: Residues) -> Residues:
-        """``1 / (1 + exp(-x))`` with the exp model, so ``x * sigmoid(x)`` is
-        exactly :meth:`silu`."""
-        one = self.constant(1, x.ndim)
-        return self.div(one, self.add(self.exp(self.neg(x)), one))
-
-    def _keyed(self, kind: str, x: Residues) -> Residues:
+    def keyed(self, kind: str, x: Residues) -> Residues:
         """The per-trial random function of ``kind``: a keyed hash of the pair
         (x_p, x_q), nonzero mod p (never a zero divisor). Each kind has its own
         keys, so ``relu(x)`` and ``tanh(x)`` are independent functions."""
@@ -359,19 +353,11 @@ class FiniteFieldDomain:
         return self._sqrt_keys[0] ^ salt, self._sqrt_keys[1] ^ salt
 
     def sqrt(self, x: Residues) -> Residues:
-        return self._keyed("sqrt", x)
+        return self.keyed("sqrt", x)
 
-    def relu(self, x: Residues) -> Residues:
-        return self._keyed("relu", x)
-
-    def tanh(self, x: Residues) -> Residues:
-        return self._keyed("tanh", x)
-
-    def gelu(self, x: Residues) -> Residues:
-        return self._keyed("gelu", x)
-
-    def gelu_erf(self, x: Residues) -> Residues:
-        return self._keyed("gelu_erf", x)
+    def elementwise(self, spec: OpSpec, *args: Any) -> Residues:
+        """The element-wise op ``spec`` by its field formula."""
+        return spec.field_apply(self, *args)
 
     def reduce_max(self, x: Residues, axis: int) -> Residues:
         """The row maximum as a per-trial random function of the row.
@@ -394,15 +380,6 @@ class FiniteFieldDomain:
             self.arith.residues_of(keyed_word(digest, k_p), P, True),
             self.arith.residues_of(keyed_word(digest, k_q), Q, False),
         )
-
-    def square(self, x: Residues) -> Residues:
-        return self.mul(x, x)
-
-    def mul_scalar(self, x: Residues, c: float) -> Residues:
-        return self.mul(x, self.rational(c, x.ndim))
-
-    def add_scalar(self, x: Residues, c: float) -> Residues:
-        return self.add(x, self.rational(c, x.ndim))
 
     def sum(self, x: Residues, axes: tuple[int, ...]) -> Residues:
         q = None if x.q is None else self.arith.sum(x.q, axes, Q)

@@ -34,6 +34,7 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
@@ -48,17 +49,26 @@ from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.kernel import dense_i64
 from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.ops import OPS, Form, OpSpec, kinds
 
 Edit = Callable[[Operation], None]
 """Changes the op (in a clone of the program) it is given."""
 
 LEVELS = {"kernel": kernel, "block": block, "thread": thread}
-DIALECTS = {
-    "kernel": kernel.Kernel,
-    "block": block.BlockDialect,
-    "thread": thread.Thread,
-}
-NON_COMMUTATIVE = ("div", "matmul", "concat")
+
+
+def _commutes(spec: OpSpec) -> bool:
+    """Whether a binary op's value stays the same with its operands swapped
+    (on two sample operands)."""
+    x, y = np.array([2.0, 3.0]), np.array([5.0, 7.0])
+    return bool(np.array_equal(spec.real(x, y), spec.real(y, x)))
+
+
+NON_COMMUTATIVE = (
+    *(k for k in kinds(Form.BINARY) if not _commutes(OPS[k])),
+    "matmul",
+    "concat",
+)
 REDUCTIONS = ("sum", "mean", "rms")
 
 
@@ -215,12 +225,12 @@ def _kind_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
     kind = getattr(op, "KIND", None)
     if kind not in t.ELEMENTWISE_UNARY_KINDS:
         return
-    by_kind = _unary_ops(op.name.split(".")[0])
-    for other in t.ELEMENTWISE_UNARY_KINDS:
-        if other == kind or other not in by_kind:
+    ops = LEVELS[op.name.split(".")[0]].ELEMENTWISE_OPS
+    for other, cls in ops.items():
+        if other == kind or OPS[other].form is not Form.UNARY:
             continue
 
-        def edit(clone: Operation, cls: type[Operation] = by_kind[other]) -> None:
+        def edit(clone: Operation, cls: type[Operation] = cls) -> None:
             Rewriter.replace_op(clone, cls(clone.operands[0]))  # type: ignore[call-arg]
 
         yield f"kind -> {other}", edit
@@ -264,15 +274,6 @@ def _layout_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
                 clone.properties["dim1"] = IntegerAttr(b, 64)
 
             yield f"transpose dims {a}, {b}", edit
-
-
-def _unary_ops(name: str) -> dict[str, type[Operation]]:
-    """The element-wise unary op classes of level ``name``, by ``KIND``."""
-    return {
-        cls.KIND: cls  # type: ignore[attr-defined]
-        for cls in DIALECTS[name].operations
-        if getattr(cls, "KIND", None) in t.ELEMENTWISE_UNARY_KINDS
-    }
 
 
 def _drop_edits(op: Operation) -> Iterator[tuple[str, Edit]]:
