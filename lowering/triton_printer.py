@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from xdsl.ir import Operation, SSAValue
@@ -49,6 +49,17 @@ from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
+from mirage_xdsl.lowering.triton_values import (
+    Padding,
+    Value,
+    arange,
+    dtype_name,
+    float_literal,
+    scaled,
+    shape_str,
+    tile_offsets,
+    valid_mask,
+)
 from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
@@ -87,81 +98,6 @@ TRITON_UNARY: dict[str, str] = {
 }
 """The fp32 Triton expression of each element-wise unary ``KIND``."""
 CLEAN_BINARY = ("add", "mul")
-
-
-def float_literal(c: float) -> str:
-    """A constant as a Python literal that reads back as exactly ``c`` (its
-    ``repr``), in parentheses when negative so it binds inside any expression."""
-    return f"({c!r})" if c < 0 else repr(c)
-
-
-def shape_str(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
-def dtype_name(value: SSAValue) -> str:
-    return str(t.element_type(value))
-
-
-def arange(extent: int, dim: int, rank: int) -> str:
-    """``tl.arange`` along ``dim`` of a rank-``rank`` tensor."""
-    base = f"tl.arange(0, {extent})"
-    if rank == 1:
-        return base
-    return (
-        base + "[" + ", ".join(":" if i == dim else "None" for i in range(rank)) + "]"
-    )
-
-
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.append(step)
-        step *= s
-    return tuple(reversed(strides))
-
-
-def tile_offsets(
-    full: tuple[int, ...], padded: tuple[int, ...], starts: list[list[str]]
-) -> str:
-    """Row-major element offsets of a padded tile inside a tensor of shape
-    ``full``; ``starts[d]`` are the terms of the tile's first index along ``d``."""
-    rank = len(full)
-    terms = []
-    for d, stride in enumerate(row_major_strides(full)):
-        index = arange(padded[d], d, rank)
-        if starts[d]:
-            index = f"({' + '.join(starts[d])} + {index})"
-        terms.append(index if stride == 1 else f"{index} * {stride}")
-    return " + ".join(terms)
-
-
-def scaled(name: str, factor: int) -> str:
-    return name if factor == 1 else f"{name} * {factor}"
-
-
-def valid_mask(real: tuple[int, ...], padded: tuple[int, ...]) -> str | None:
-    """The mask of real lanes of a padded tile, or None when nothing is padded."""
-    rank = len(real)
-    terms = [
-        f"({arange(p, d, rank)} < {r})"
-        for d, (r, p) in enumerate(zip(real, padded, strict=True))
-        if p > r
-    ]
-    return " & ".join(terms) if terms else None
-
-
-@dataclass
-class Value:
-    """A value's Triton expression (a variable name) and what is known of it."""
-
-    name: str
-    real: tuple[int, ...]
-    padded: tuple[int, ...]
-    clean: bool
-    native: bool
-    """Holds the tile's element type (a load), not fp32."""
-    dtype: str
 
 
 @dataclass
@@ -220,22 +156,19 @@ class KernelPrinter:
     def emit(self, phase: Phase, line: str) -> None:
         self.section(phase).append(line)
 
-    def f32(self, v: Value) -> str:
-        return f"{v.name}.to(tl.float32)" if v.native else v.name
-
     def masked(self, v: Value, phase: Phase) -> Value:
         """``v`` with every padded lane zero (fp32)."""
         mask = valid_mask(v.real, v.padded)
         if v.clean or mask is None:
             return v
         name = self.fresh("m")
-        self.emit(phase, f"{name} = tl.where({mask}, {self.f32(v)}, 0.0)")
-        return Value(name, v.real, v.padded, True, False, v.dtype)
+        self.emit(phase, f"{name} = tl.where({mask}, {v.f32}, 0.0)")
+        return v.computed(name, padding=Padding.ZERO)
 
     def collapse(self, v: Value, dims: list[int], phase: Phase) -> Value:
         """Keep only index 0 along ``dims`` (real extent 1 held in a padded dim)."""
         rank = len(v.padded)
-        x = self.f32(v)
+        x = v.f32
         padded = list(v.padded)
         for d in dims:
             name = self.fresh("c")
@@ -246,7 +179,7 @@ class KernelPrinter:
             )
             padded[d] = 1
             x = name
-        return Value(x, v.real, tuple(padded), v.clean, False, v.dtype)
+        return v.computed(x, padded=tuple(padded))
 
     def to_shape(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
         """``v`` as a tensor of shape ``padded`` (broadcast, or collapsed then
@@ -264,13 +197,13 @@ class KernelPrinter:
         if v.padded == padded:
             return v
         name = self.fresh("b")
-        self.emit(
-            phase, f"{name} = tl.broadcast_to({self.f32(v)}, {shape_str(padded)})"
-        )
+        self.emit(phase, f"{name} = tl.broadcast_to({v.f32}, {shape_str(padded)})")
         grows = any(
             a == 1 and b > r for a, b, r in zip(v.padded, padded, v.real, strict=True)
         )
-        return Value(name, v.real, padded, v.clean and not grows, False, v.dtype)
+        return v.computed(
+            name, padded=padded, padding=Padding.zero_if(v.clean and not grows)
+        )
 
     def broadcastable(
         self, v: Value, real: tuple[int, ...], padded: tuple[int, ...], phase: Phase
@@ -300,7 +233,7 @@ class KernelPrinter:
         phase: Phase,
         expr: str,
         natural: tuple[int, ...],
-        clean: bool,
+        padding: Padding,
     ) -> None:
         """Bind op's result to ``expr`` (shape ``natural``), fitted to its tile."""
         result = op.results[0]
@@ -308,7 +241,13 @@ class KernelPrinter:
         real = t.tensor_shape(result)
         name = self.fresh("v")
         self.emit(phase, f"{name} = {expr}  # {op.name}")
-        v = Value(name, real, natural, clean, False, dtype_name(result))
+        v = Value(
+            name=name,
+            real=real,
+            padded=natural,
+            padding=padding,
+            dtype=dtype_name(result),
+        )
         self.values[result] = self.to_shape(v, padded, phase)
 
     # -- ops ----------------------------------------------------------------
@@ -340,7 +279,12 @@ class KernelPrinter:
             f"fmap {op.forloop_dim}",
         )
         self.values[op.result] = Value(
-            name, real, padded, True, True, dtype_name(op.result)
+            name=name,
+            real=real,
+            padded=padded,
+            padding=Padding.ZERO,
+            dtype=dtype_name(op.result),
+            native=True,
         )
 
     def print_output(self, op: block.OutputOp, index: int) -> None:
@@ -372,7 +316,7 @@ class KernelPrinter:
         args = [
             self.broadcastable(self.values[v], real, padded, phase) for v in op.operands
         ]
-        x = [self.f32(a) for a in args]
+        x = [a.f32 for a in args]
         natural = tuple(max(s) for s in zip(*(a.padded for a in args), strict=True))
         spills = any(
             a.padded[d] == 1 and natural[d] > real[d]
@@ -405,7 +349,7 @@ class KernelPrinter:
             case _:
                 raise OpVerifyError(op, f"'{op.name}' has no Triton lowering")
         clean = clean_in and (kind in CLEAN_BINARY or kind in CLEAN_UNARY)
-        self.define(op, phase, expr, natural, clean)
+        self.define(op, phase, expr, natural, Padding.zero_if(clean))
 
     def print_reduce(self, op: Operation) -> None:
         phase = self.phases[op.results[0]]
@@ -414,8 +358,8 @@ class KernelPrinter:
         if v.padded[dim] > v.real[dim]:
             v = self.masked(v, phase)
         natural = tuple(1 if d == dim else p for d, p in enumerate(v.padded))
-        expr = f"tl.sum({self.f32(v)}, axis={dim}, keep_dims=True)"
-        self.define(op, phase, expr, natural, v.clean)
+        expr = f"tl.sum({v.f32}, axis={dim}, keep_dims=True)"
+        self.define(op, phase, expr, natural, v.padding)
 
     def print_reduce_max(self, op: Operation) -> None:
         """``tl.max`` over ``dim`` in fp32. Padded lanes of that dim are -inf,
@@ -424,14 +368,14 @@ class KernelPrinter:
         phase = self.phases[op.results[0]]
         dim = op.dim.value.data  # type: ignore[attr-defined]
         v = self.values[op.operands[0]]
-        x = self.f32(v)
+        x = v.f32
         rank = len(v.padded)
         if v.padded[dim] > v.real[dim]:
             keep = f"{arange(v.padded[dim], dim, rank)} < {v.real[dim]}"
             x = f"tl.where({keep}, {x}, float('-inf'))"
         natural = tuple(1 if d == dim else p for d, p in enumerate(v.padded))
         expr = f"tl.max({x}, axis={dim}, keep_dims=True)"
-        self.define(op, phase, expr, natural, v.clean)
+        self.define(op, phase, expr, natural, v.padding)
 
     def print_transpose(self, op: block.TransposeOp) -> None:
         """``tl.permute`` of the register tile: the padded dims move with the
@@ -446,7 +390,7 @@ class KernelPrinter:
         self.emit(phase, f"{name} = tl.permute({v.name}, {tuple(order)})  # {op.name}")
         natural = tuple(v.padded[d] for d in order)
         real = t.tensor_shape(op.result)
-        moved = Value(name, real, natural, v.clean, v.native, v.dtype)
+        moved = replace(v, name=name, real=real, padded=natural)
         self.values[op.result] = self.to_shape(moved, self.tile_of(op), phase)
 
     def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
@@ -460,14 +404,14 @@ class KernelPrinter:
         a = self.dot_operand(self.values[op.lhs], rank - 1, phase)
         b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
         natural = (*a.padded[:-1], b.padded[-1])
-        clean = a.clean and b.clean
+        padding = Padding.zero_if(a.clean and b.clean)
         form = op.attributes.get(MATMUL_ATTR)
         if form is not None and form.data == "fma":  # type: ignore[attr-defined]
             expr = (
-                f"tl.sum(tl.expand_dims({self.f32(a)}, {rank}) * "
-                f"tl.expand_dims({self.f32(b)}, {rank - 2}), axis={rank - 1})"
+                f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
+                f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
             )
-            self.define(op, phase, expr, natural, clean)
+            self.define(op, phase, expr, natural, padding)
             return
         elem = TRITON_DTYPES[dtype_name(op.lhs)]
         xa = a.name if a.native else f"{a.name}.to({elem})"
@@ -485,8 +429,9 @@ class KernelPrinter:
             xb = f"tl.reshape({xb}, {shape_str(shape_b)})"
         accum = self.fused_accums.get(op)
         if accum is not None and rank == 2:
-            acc = self.values[accum.results[0]].name
-            self.values[accum.results[0]].clean = clean
+            result = accum.results[0]
+            acc = self.values[result].name
+            self.values[result] = replace(self.values[result], padding=padding)
             self.emit(
                 phase,
                 f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}",
@@ -495,7 +440,7 @@ class KernelPrinter:
         expr = f"tl.dot({xa}, {xb})"
         if rank > 2:
             expr = f"tl.reshape({expr}, {shape_str(natural)})"
-        self.define(op, phase, expr, natural, clean)
+        self.define(op, phase, expr, natural, padding)
 
     def block_index(self) -> str:
         """This block's linear index (x fastest)."""
@@ -547,14 +492,14 @@ class KernelPrinter:
             part = self.to_shape(part, want, phase)
             offsets = self.scratch_offsets(real, part.padded, dim, shift)
             mask = valid_mask(part.real, part.padded)
-            store = f"tl.store({base} + {offsets}, {self.f32(part)}"
+            store = f"tl.store({base} + {offsets}, {part.f32}"
             self.emit(phase, store + (f", mask={mask})" if mask else ")"))
             shift += part.real[dim]
         self.emit(phase, "tl.debug_barrier()")
         mask = valid_mask(real, padded)
         load = f"tl.load({base} + {self.scratch_offsets(real, padded, dim, 0)}"
         load += f", mask={mask}, other=0.0)" if mask else ")"
-        self.define(op, phase, load, padded, True)
+        self.define(op, phase, load, padded, Padding.ZERO)
 
     def print_fused_accum(self, op: block.ForloopAccumOp) -> None:
         """The zeroed accumulator a matmul adds into with ``tl.dot``."""
@@ -565,7 +510,11 @@ class KernelPrinter:
             f"# {op.name} none, fed by tl.dot"
         )
         self.values[op.result] = Value(
-            acc, t.tensor_shape(op.result), padded, False, False, dtype_name(op.result)
+            name=acc,
+            real=t.tensor_shape(op.result),
+            padded=padded,
+            padding=Padding.ANY,
+            dtype=dtype_name(op.result),
         )
 
     def shift_weights(self, shift: SSAValue) -> tuple[str, str]:
@@ -586,9 +535,9 @@ class KernelPrinter:
                 "  # running maximum of a shift"
             )
             self.loop += [
-                f"{new} = tl.maximum({run}, {self.f32(m)})",
+                f"{new} = tl.maximum({run}, {m.f32})",
                 f"{old_w} = tl.exp({run} - {new})",
-                f"{new_w} = tl.exp({self.f32(m)} - {new})",
+                f"{new_w} = tl.exp({m.f32} - {new})",
             ]
             self.loop_tail.append(f"{run} = {new}")
             self.shift_weight_names[shift] = (old_w, new_w)
@@ -614,19 +563,29 @@ class KernelPrinter:
             f"# {op.name} {op.reduction}, shifted"
         )
         if op.reduction == "none":
-            term = Value(self.f32(x), x.real, x.padded, x.clean, False, x.dtype)
+            term = x.computed(x.f32)
         else:
             v = self.masked(x, Phase.LOOP) if x.padded[-1] > x.real[-1] else x
             name = self.fresh("u")
             self.loop.append(
-                f"{name} = tl.sum({self.f32(v)}, axis={rank - 1}, keep_dims=True)"
+                f"{name} = tl.sum({v.f32}, axis={rank - 1}, keep_dims=True)"
             )
-            term = Value(name, real, (*v.padded[:-1], 1), v.clean, False, x.dtype)
+            term = Value(
+                name=name,
+                real=real,
+                padded=(*v.padded[:-1], 1),
+                padding=v.padding,
+                dtype=x.dtype,
+            )
         term = self.to_shape(term, padded, Phase.LOOP)
         old_w, new_w = self.shift_weights(op.shift)
-        self.loop.append(f"{acc} = {acc} * {old_w} + {self.f32(term)} * {new_w}")
+        self.loop.append(f"{acc} = {acc} * {old_w} + {term.f32} * {new_w}")
         self.values[op.result] = Value(
-            acc, real, padded, False, False, dtype_name(op.result)
+            name=acc,
+            real=real,
+            padded=padded,
+            padding=Padding.ANY,
+            dtype=dtype_name(op.result),
         )
 
     def print_accum(self, op: block.ForloopAccumOp) -> None:
@@ -645,15 +604,15 @@ class KernelPrinter:
         kind = op.reduction
         last = x.real[-1]
 
-        def reduced(v: Value, phase: Phase) -> tuple[str, tuple[int, ...], bool]:
+        def reduced(v: Value, phase: Phase) -> tuple[str, tuple[int, ...], Padding]:
             if kind == "none":
-                return self.f32(v), v.padded, v.clean
+                return v.f32, v.padded, v.padding
             v = self.masked(v, phase) if v.padded[-1] > v.real[-1] else v
-            arg = self.f32(v)
+            arg = v.f32
             if kind == "rms":
                 arg = f"{arg} * {arg}"
             natural = (*v.padded[:-1], 1)
-            return f"tl.sum({arg}, axis={rank - 1}, keep_dims=True)", natural, v.clean
+            return f"tl.sum({arg}, axis={rank - 1}, keep_dims=True)", natural, v.padding
 
         if source_phase == Phase.LOOP:
             acc = self.fresh("acc")
@@ -661,17 +620,24 @@ class KernelPrinter:
                 f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
                 f"# {op.name} {kind}"
             )
-            accv = Value(acc, real, padded, x.clean, False, dtype_name(op.result))
-            self.values[op.result] = accv
-            expr, natural, clean = reduced(x, Phase.LOOP)
-            tmp = Value(self.fresh("u"), real, natural, clean, False, accv.dtype)
+            dtype = dtype_name(op.result)
+            expr, natural, padding = reduced(x, Phase.LOOP)
+            tmp = Value(
+                name=self.fresh("u"),
+                real=real,
+                padded=natural,
+                padding=padding,
+                dtype=dtype,
+            )
             self.loop.append(f"{tmp.name} = {expr}")
             tmp = self.to_shape(tmp, padded, Phase.LOOP)
             self.loop.append(f"{acc} += {tmp.name}")
-            accv.clean = tmp.clean
+            self.values[op.result] = Value(
+                name=acc, real=real, padded=padded, padding=tmp.padding, dtype=dtype
+            )
             count = last * self.forloop
         else:
-            expr, natural, clean = reduced(x, Phase.POST)
+            expr, natural, padding = reduced(x, Phase.POST)
             scale = self.forloop if kind in ("none", "sum") else 1
             count = last
             name = self.fresh("acc")
@@ -679,7 +645,13 @@ class KernelPrinter:
                 f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else "")
             )
             tmp = self.to_shape(
-                Value(name, real, natural, clean, False, dtype_name(op.result)),
+                Value(
+                    name=name,
+                    real=real,
+                    padded=natural,
+                    padding=padding,
+                    dtype=dtype_name(op.result),
+                ),
                 padded,
                 Phase.POST,
             )
@@ -691,7 +663,7 @@ class KernelPrinter:
             self.post.append(
                 f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish)
             )
-            self.values[op.result] = Value(name, real, padded, v.clean, False, v.dtype)
+            self.values[op.result] = v.computed(name, padded=padded)
 
     # -- whole kernel -------------------------------------------------------
 
