@@ -36,8 +36,6 @@ any per-iteration value that something after the wait uses, stay after it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from math import prod
 
@@ -48,6 +46,7 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.aliases import is_alias
+from mirage_xdsl.lowering.triton_buffers import IndentedBuffer, KernelBody
 from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
 from mirage_xdsl.lowering.triton_values import (
     Padding,
@@ -107,9 +106,9 @@ class KernelPrinter:
     op: kernel.CustomizedOp
     name: str
     params: list[str] = field(default_factory=list)
-    pre: list[str] = field(default_factory=list)
-    loop: list[str] = field(default_factory=list)
-    post: list[str] = field(default_factory=list)
+    body: KernelBody = field(default_factory=KernelBody)
+    early: bool = False
+    """Whether the op being printed runs before the wait (``plan_early``)."""
     values: dict[SSAValue, Value] = field(default_factory=dict)
     counter: int = 0
     scratch_elems: int = 0
@@ -130,15 +129,9 @@ class KernelPrinter:
         self.shift_weight_names: dict[SSAValue, tuple[str, str]] = {}
         """Per shift of a shifted accumulation: the names of this iteration's
         weights for the old sums and the new term (``shift_weights``)."""
-        self.loop_tail: list[str] = []
-        """Lines that end each iteration, after every accumulator is updated."""
         outputs = [op for op in self.op.entry.ops if isinstance(op, block.OutputOp)]
         self.output_index = {op: i for i, op in enumerate(outputs)}
         """Each ``block.output``'s result number."""
-        self.early_pre: list[str] = []
-        self.early_loop: list[str] = []
-        """The invariant part and the loop body of what runs before the wait
-        (``plan_early``); ``placed`` swaps them in for ``pre`` and ``loop``."""
 
     # -- helpers ------------------------------------------------------------
 
@@ -146,15 +139,9 @@ class KernelPrinter:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def section(self, phase: Phase) -> list[str]:
-        return {
-            Phase.INVARIANT: self.pre,
-            Phase.LOOP: self.loop,
-            Phase.POST: self.post,
-        }[phase]
-
     def emit(self, phase: Phase, line: str) -> None:
-        self.section(phase).append(line)
+        """Write ``line`` into the buffer of ``phase`` of the op being printed."""
+        self.body.section(phase, self.early).writeline(line)
 
     def masked(self, v: Value, phase: Phase) -> Value:
         """``v`` with every padded lane zero (fp32)."""
@@ -505,9 +492,10 @@ class KernelPrinter:
         """The zeroed accumulator a matmul adds into with ``tl.dot``."""
         padded = self.tile_of(op)
         acc = self.fresh("acc")
-        self.pre.append(
+        self.emit(
+            Phase.INVARIANT,
             f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-            f"# {op.name} none, fed by tl.dot"
+            f"# {op.name} none, fed by tl.dot",
         )
         self.values[op.result] = Value(
             name=acc,
@@ -530,16 +518,15 @@ class KernelPrinter:
             m = self.to_shape(m, self.tile_of(shift.owner), Phase.LOOP)  # type: ignore[arg-type]
             run, new = self.fresh("run"), self.fresh("top")
             old_w, new_w = self.fresh("wold"), self.fresh("wnew")
-            self.pre.append(
+            self.emit(
+                Phase.INVARIANT,
                 f"{run} = tl.full({shape_str(m.padded)}, float('-inf'), tl.float32)"
-                "  # running maximum of a shift"
+                "  # running maximum of a shift",
             )
-            self.loop += [
-                f"{new} = tl.maximum({run}, {m.f32})",
-                f"{old_w} = tl.exp({run} - {new})",
-                f"{new_w} = tl.exp({m.f32} - {new})",
-            ]
-            self.loop_tail.append(f"{run} = {new}")
+            self.emit(Phase.LOOP, f"{new} = tl.maximum({run}, {m.f32})")
+            self.emit(Phase.LOOP, f"{old_w} = tl.exp({run} - {new})")
+            self.emit(Phase.LOOP, f"{new_w} = tl.exp({m.f32} - {new})")
+            self.body.loop_tail.writeline(f"{run} = {new}")
             self.shift_weight_names[shift] = (old_w, new_w)
         return self.shift_weight_names[shift]
 
@@ -558,17 +545,18 @@ class KernelPrinter:
         real = t.tensor_shape(op.result)
         rank = len(real)
         acc = self.fresh("acc")
-        self.pre.append(
+        self.emit(
+            Phase.INVARIANT,
             f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-            f"# {op.name} {op.reduction}, shifted"
+            f"# {op.name} {op.reduction}, shifted",
         )
         if op.reduction == "none":
             term = x.computed(x.f32)
         else:
             v = self.masked(x, Phase.LOOP) if x.padded[-1] > x.real[-1] else x
             name = self.fresh("u")
-            self.loop.append(
-                f"{name} = tl.sum({v.f32}, axis={rank - 1}, keep_dims=True)"
+            self.emit(
+                Phase.LOOP, f"{name} = tl.sum({v.f32}, axis={rank - 1}, keep_dims=True)"
             )
             term = Value(
                 name=name,
@@ -579,7 +567,7 @@ class KernelPrinter:
             )
         term = self.to_shape(term, padded, Phase.LOOP)
         old_w, new_w = self.shift_weights(op.shift)
-        self.loop.append(f"{acc} = {acc} * {old_w} + {term.f32} * {new_w}")
+        self.emit(Phase.LOOP, f"{acc} = {acc} * {old_w} + {term.f32} * {new_w}")
         self.values[op.result] = Value(
             name=acc,
             real=real,
@@ -616,9 +604,10 @@ class KernelPrinter:
 
         if source_phase == Phase.LOOP:
             acc = self.fresh("acc")
-            self.pre.append(
+            self.emit(
+                Phase.INVARIANT,
                 f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-                f"# {op.name} {kind}"
+                f"# {op.name} {kind}",
             )
             dtype = dtype_name(op.result)
             expr, natural, padding = reduced(x, Phase.LOOP)
@@ -629,9 +618,9 @@ class KernelPrinter:
                 padding=padding,
                 dtype=dtype,
             )
-            self.loop.append(f"{tmp.name} = {expr}")
+            self.emit(Phase.LOOP, f"{tmp.name} = {expr}")
             tmp = self.to_shape(tmp, padded, Phase.LOOP)
-            self.loop.append(f"{acc} += {tmp.name}")
+            self.emit(Phase.LOOP, f"{acc} += {tmp.name}")
             self.values[op.result] = Value(
                 name=acc, real=real, padded=padded, padding=tmp.padding, dtype=dtype
             )
@@ -641,8 +630,8 @@ class KernelPrinter:
             scale = self.forloop if kind in ("none", "sum") else 1
             count = last
             name = self.fresh("acc")
-            self.post.append(
-                f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else "")
+            self.emit(
+                Phase.POST, f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else "")
             )
             tmp = self.to_shape(
                 Value(
@@ -660,8 +649,9 @@ class KernelPrinter:
             v = self.values[op.result]
             name = self.fresh("v")
             finish = f"{v.name} / {count}.0"
-            self.post.append(
-                f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish)
+            self.emit(
+                Phase.POST,
+                f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish),
             )
             self.values[op.result] = v.computed(name, padded=padded)
 
@@ -737,27 +727,13 @@ class KernelPrinter:
             or all(use.operation in early for r in op.results for use in r.uses)
         )
 
-    @contextmanager
-    def placed(self, early: bool) -> Iterator[None]:
-        """Print into the part before the wait while ``early``."""
-        if not early:
-            yield
-            return
-        self.pre, self.early_pre = self.early_pre, self.pre
-        self.loop, self.early_loop = self.early_loop, self.loop
-        try:
-            yield
-        finally:
-            self.pre, self.early_pre = self.early_pre, self.pre
-            self.loop, self.early_loop = self.early_loop, self.loop
-
     def print(self) -> str:
         self.plan_fused_accums()
         self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
         early = self.plan_early()
         for op in self.op.entry.ops:
-            with self.placed(op in early):
-                self.print_op(op)
+            self.early = op in early
+            self.print_op(op)
         return self.assemble()
 
     def print_op(self, op: Operation) -> None:
@@ -790,35 +766,50 @@ class KernelPrinter:
             )
 
     def assemble(self) -> str:
+        """The kernel: its header, the grid dependency control and the body's
+        buffers joined in order."""
         grid, forloop = self.grid, self.forloop
         params = self.params + (["scratch"] if self.scratch_elems else [])
-        header = [
-            "@triton.jit",
-            f"def {self.name}({', '.join(params)}):",
-            f'    """grid {list(grid)}, for-loop {forloop}."""',
-        ]
-        body = ["if GRID_DEPENDENCY:", "    gdc_launch_dependents()"]
-        for g in (g for g in range(3) if grid[g] > 1):
-            pid = f"tl.program_id({g})"
-            body.append(
-                f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}"
-            )
-        body += self.early_pre + self.looped(self.early_loop)
-        body += ["if GRID_DEPENDENCY:", "    gdc_wait()"]
-        body += self.pre + self.looped(self.loop + self.loop_tail)
-        body += self.post
-        text = "\n".join(header + ["    " + line for line in body]) + "\n"
+        code = IndentedBuffer()
+        code.writeline("@triton.jit")
+        code.writeline(f"def {self.name}({', '.join(params)}):")
+        with code.indent():
+            code.writeline(f'"""grid {list(grid)}, for-loop {forloop}."""')
+            self.write_gdc(code, "gdc_launch_dependents()")
+            for g in (g for g in range(3) if grid[g] > 1):
+                pid = f"tl.program_id({g})"
+                code.writeline(
+                    f"pid{g} = {pid}.to(tl.int64)" if self.wide else f"pid{g} = {pid}"
+                )
+            code.splice(self.body.early_invariant)
+            self.write_loop(code, self.body.early_loop)
+            self.write_gdc(code, "gdc_wait()")
+            code.splice(self.body.invariant)
+            self.write_loop(code, self.body.loop, self.body.loop_tail)
+            code.splice(self.body.post)
+        text = code.getvalue() + "\n"
         return text.replace("SCRATCH_PER_BLOCK", str(self.scratch_elems))
 
-    def looped(self, lines: list[str]) -> list[str]:
-        """``lines`` as the body of the kernel's for-loop."""
-        if not lines:
-            return []
+    @staticmethod
+    def write_gdc(code: IndentedBuffer, call: str) -> None:
+        """``call`` under the module's ``GRID_DEPENDENCY``."""
+        code.writeline("if GRID_DEPENDENCY:")
+        with code.indent():
+            code.writeline(call)
+
+    def write_loop(self, code: IndentedBuffer, *parts: IndentedBuffer) -> None:
+        """``parts`` as the body of the kernel's for-loop (none if all are empty)."""
+        if not any(parts):
+            return
         if self.forloop > 1:
-            return [f"for it in range(0, {self.forloop}):"] + [
-                "    " + line for line in lines
-            ]
-        return ["it = 0", *lines]
+            code.writeline(f"for it in range(0, {self.forloop}):")
+            with code.indent():
+                for part in parts:
+                    code.splice(part)
+            return
+        code.writeline("it = 0")
+        for part in parts:
+            code.splice(part)
 
 
 @dataclass(frozen=True)
