@@ -464,12 +464,11 @@ class KernelPrinter:
         padded = self.tile_of(op)
         real = t.tensor_shape(op.results[0])
         rank = len(padded)
-        offset = self.scratch_elems
-        self.scratch_elems += prod(real)
         base = self.fresh("s")
         self.emit(
             phase,
-            f"{base} = scratch + ({self.block_index()}) * SCRATCH_PER_BLOCK + {offset}",
+            f"{base} = scratch + ({self.block_index()}) * {self.scratch_elems}"
+            f" + {self.scratch_start[op]}",
         )
         self.emit(phase, "tl.debug_barrier()")
         shift = 0
@@ -727,7 +726,17 @@ class KernelPrinter:
             or all(use.operation in early for r in op.results for use in r.uses)
         )
 
+    def plan_scratch(self) -> None:
+        """Each concatenation's start in the block's slice of global scratch
+        (its result tile, in program order), and the slice's size."""
+        self.scratch_start: dict[Operation, int] = {}
+        for op in self.op.entry.ops:
+            if isinstance(op, t.ConcatBase):
+                self.scratch_start[op] = self.scratch_elems
+                self.scratch_elems += prod(t.tensor_shape(op.results[0]))
+
     def print(self) -> str:
+        self.plan_scratch()
         self.plan_fused_accums()
         self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
         early = self.plan_early()
@@ -787,8 +796,7 @@ class KernelPrinter:
             code.splice(self.body.invariant)
             self.write_loop(code, self.body.loop, self.body.loop_tail)
             code.splice(self.body.post)
-        text = code.getvalue() + "\n"
-        return text.replace("SCRATCH_PER_BLOCK", str(self.scratch_elems))
+        return code.getvalue() + "\n"
 
     @staticmethod
     def write_gdc(code: IndentedBuffer, call: str) -> None:
