@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, OpTraits, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, OpTraits, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -410,6 +410,16 @@ def elementwise_ops(level: str, traits: OpTraits) -> dict[str, type[TensorOp]]:
         cls = type(f"{spec.camel}Op", (FORM_BASES[spec.form],), body)
         classes[kind] = irdl_op_definition(cls)
     return classes
+
+
+def by_kind(dialect: Dialect) -> dict[str, type[Operation]]:
+    """The ops of ``dialect`` that name a ``KIND`` (its arithmetic ops, and
+    ``block.forloop_accum``), by kind, in the dialect's order."""
+    return {
+        op.KIND: op  # type: ignore[attr-defined]
+        for op in dialect.operations
+        if getattr(op, "KIND", None) is not None
+    }
 
 
 UNARY_KINDS = (*kinds(Form.UNARY), "rms_norm")

@@ -16,6 +16,7 @@ from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.fuzz.oracles import ORACLES, FuzzFailure, case_module
 from mirage_xdsl.fuzz.programs import UNFUZZED, random_module
 from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.ops import OPS, Form, elementwise_kinds
 
 CASES = {
     "generate": 1000,
@@ -92,6 +93,29 @@ def test_generator_covers_every_op() -> None:
     }
     wanted |= {f"reduce {r}" for r in block.ACCUM_REDUCTIONS} | {"forloop > 1"}
     assert wanted <= set(seen), sorted(wanted - set(seen))
+
+
+@pytest.mark.parametrize("kind", [k for k in elementwise_kinds() if k not in UNFUZZED])
+def test_an_ops_interval_encloses_its_values(kind: str) -> None:
+    """The fuzz interval of an op (from the op table) bounds its numpy meaning
+    on operands drawn from the operands' intervals, so the generator's range
+    checks hold on the values a program computes."""
+    spec = OPS[kind]
+    assert spec.real is not None and spec.interval is not None
+    rng = np.random.default_rng(0)
+    for lo, hi in ((0.5, 1.0), (1e-3, 2.0), (2.0, 30.0)):
+        x, y = rng.uniform(lo, hi, 1000), rng.uniform(2 * lo, 3 * hi, 1000)
+        if spec.form is Form.BINARY:
+            cases = [(spec.real(x, y), spec.interval(lo, hi, 2 * lo, 3 * hi))]
+        elif spec.form is Form.SCALAR:
+            cases = [
+                (spec.real(x, c), spec.interval(lo, hi, c)) for c in spec.constants
+            ]
+        else:
+            cases = [(spec.real(x), spec.interval(lo, hi))]
+        for values, (low, high) in cases:
+            assert low * (1 - 1e-12) <= values.min(), (kind, lo, hi)
+            assert values.max() <= high * (1 + 1e-12), (kind, lo, hi)
 
 
 def test_generator_options_bound_the_module() -> None:

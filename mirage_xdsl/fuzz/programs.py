@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
@@ -40,8 +40,8 @@ from mirage_xdsl.dialects.block_structure import (
     tile_bytes,
 )
 from mirage_xdsl.ir.builder import float16
+from mirage_xdsl.ops import OPS, Form, elementwise_kinds, kinds
 from mirage_xdsl.semantics import inputs
-from mirage_xdsl.semantics.domain import gelu_tanh
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.0
 """Inputs the value intervals assume (see :func:`random_inputs`)."""
@@ -56,70 +56,24 @@ FORLOOP_RANGES = (1, 1, 2, 2, 3, 4, 8)
 BLOCK_SHAPES = ((128, 1, 1), (256, 1, 1), (64, 1, 1), (32, 1, 1), (32, 4, 1))
 
 
-def exp(x: float) -> float:
-    return math.exp(x) if x < 700 else math.inf
+def fuzzed(kind: str) -> bool:
+    """Whether the generator draws ``kind``: every op but the element-wise ones
+    without a value interval (:attr:`OpSpec.interval`). ``neg`` has none:
+    every value the generator makes is positive (its intervals and the
+    fp16-safe range assume so)."""
+    spec = OPS[kind]
+    return not spec.elementwise or spec.interval is not None
 
 
-UNARY_BOUNDS: dict[str, Callable[[float, float], tuple[float, float]]] = {
-    "exp": lambda lo, hi: (exp(lo), exp(hi)),
-    "silu": lambda lo, hi: (lo / (1 + exp(-lo)), hi / (1 + exp(-hi))),
-    "sqrt": lambda lo, hi: (math.sqrt(lo), math.sqrt(hi)),
-    "square": lambda lo, hi: (lo * lo, hi * hi),
-    "rms_norm": lambda lo, hi: (lo / hi, hi / lo),
-    # Monotone increasing on positive arguments (gelu for x > -0.75), so the
-    # interval's ends map to the result's.
-    **{
-        kind: lambda lo, hi, f=f: (f(lo), f(hi))
-        for kind, f in (
-            ("relu", lambda x: max(x, 0.0)),
-            ("sigmoid", lambda x: 1 / (1 + exp(-x))),
-            ("tanh", math.tanh),
-            ("gelu", lambda x: float(gelu_tanh(np.float64(x)))),
-            ("gelu_erf", lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2)))),
-        )
-    },
-}
-"""Interval of a unary op's result from its operand's (positive) interval.
-``neg`` has none: every value the generator makes is positive (its intervals
-and the fp16-safe range assume so), so it never draws ``neg``."""
-
-UNFUZZED = frozenset({"neg"})
-"""Kinds the generator never draws (see :data:`UNARY_BOUNDS`)."""
-
-SCALAR_CONSTANTS: dict[str, tuple[float, ...]] = {
-    "mul_scalar": (0.125, 0.5, 2.0, 3.0, 0.1),
-    "add_scalar": (0.25, 1.0, 0.1),
-}
-"""Constants the generator draws: positive, so intervals stay positive."""
-
-SCALAR_BOUNDS: dict[str, Callable[[float, float, float], tuple[float, float]]] = {
-    "mul_scalar": lambda lo, hi, c: (lo * c, hi * c),
-    "add_scalar": lambda lo, hi, c: (lo + c, hi + c),
-}
-"""Interval of ``x (op) c`` from x's (positive) interval and the constant."""
+UNFUZZED = frozenset(k for k in elementwise_kinds() if not fuzzed(k))
+"""Kinds the generator never draws."""
 
 RMS_EPS = (0.0, 0.0, 1e-6, 1e-2)
 """Epsilons drawn for rms_norm (half the time none)."""
 
-BINARY_BOUNDS: dict[str, Callable[[float, float, float, float], tuple]] = {
-    "add": lambda a, b, c, d: (a + c, b + d),
-    "mul": lambda a, b, c, d: (a * c, b * d),
-    "div": lambda a, b, c, d: (a / d, b / c),
-}
-
-
-def ops_by_kind(dialect: Dialect) -> dict[str, type[Operation]]:
-    """The arithmetic ops of one level, keyed by ``KIND``."""
-    return {
-        cls.KIND: cls  # type: ignore[attr-defined]
-        for cls in dialect.operations
-        if getattr(cls, "KIND", None) is not None
-    }
-
-
-KERNEL_OPS = ops_by_kind(kernel.Kernel)
-BLOCK_OPS = ops_by_kind(block.BlockDialect)
-THREAD_OPS = ops_by_kind(thread.Thread)
+KERNEL_OPS = t.by_kind(kernel.Kernel)
+BLOCK_OPS = t.by_kind(block.BlockDialect)
+THREAD_OPS = t.by_kind(thread.Thread)
 
 
 @dataclass(eq=False)
@@ -258,19 +212,20 @@ class Graph:
             eps = float(self.choice(RMS_EPS))
             lo = a.lo / math.sqrt(a.hi * a.hi + eps)  # eps only shrinks the result
             return self.emit(cls(a.value, eps), lo, a.hi / a.lo, a.phase)
-        if kind in SCALAR_BOUNDS:
+        spec = OPS[kind]
+        if spec.form is Form.SCALAR:
             a = self.pick()
             if a is None:
                 return None
-            c = float(self.choice(SCALAR_CONSTANTS[kind]))
-            lo, hi = SCALAR_BOUNDS[kind](a.lo, a.hi, c)
+            c = float(self.choice(spec.constants))
+            lo, hi = spec.interval(a.lo, a.hi, c)
             return self.emit(cls(a.value, c), lo, hi, a.phase)
-        if kind in UNARY_BOUNDS:
+        if spec.form is Form.UNARY:
             a = self.pick()
             if a is None:
                 return None
-            return self.emit(cls(a.value), *UNARY_BOUNDS[kind](a.lo, a.hi), a.phase)
-        if kind in BINARY_BOUNDS:
+            return self.emit(cls(a.value), *spec.interval(a.lo, a.hi), a.phase)
+        if spec.form is Form.BINARY:
             return self.add_binary(cls, kind)
         if kind == "matmul":
             return self.add_matmul(cls)
@@ -305,7 +260,7 @@ class Graph:
             a, b = b, a
         if math.prod(shapes.broadcast(a.shape, b.shape)) > self.opts.max_elements:
             return None
-        lo, hi = BINARY_BOUNDS[kind](a.lo, a.hi, b.lo, b.hi)
+        lo, hi = OPS[kind].interval(a.lo, a.hi, b.lo, b.hi)
         return self.emit(cls(a.value, b.value), lo, hi, joint_phase(a.phase, b.phase))
 
     def add_matmul(self, cls: type[Operation]) -> Val | None:
@@ -402,7 +357,7 @@ class Graph:
 
 # --- thread graphs -----------------------------------------------------------
 
-THREAD_MENU = tuple(k for k in THREAD_OPS if k not in UNFUZZED)
+THREAD_MENU = tuple(filter(fuzzed, THREAD_OPS))
 """Thread graphs are element-wise chains: every thread op but the terminator."""
 
 
@@ -444,12 +399,17 @@ def add_thread_graph(g: Graph) -> Val | None:
 # --- customized kernels ------------------------------------------------------
 
 BLOCK_MENU = (
-    "matmul", "add", "mul", "div", "exp", "silu", "sqrt", "square",
-    "relu", "sigmoid", "tanh", "gelu", "gelu_erf", "mul_scalar", "add_scalar",
-    "rms_norm", "reduce_sum", "reduce_max", "concat", "transpose",
-    "forloop_accum", "forloop_accum",
-)  # fmt: skip
-"""Block-level kinds (``thread_graph`` is drawn separately, by its probability)."""
+    "matmul",
+    *filter(fuzzed, kinds(Form.BINARY, level="block")),
+    *filter(fuzzed, kinds(Form.UNARY, level="block")),
+    *filter(fuzzed, kinds(Form.SCALAR, level="block")),
+    *kinds(Form.NORM, Form.REDUCTION, Form.CONCAT, Form.TRANSPOSE, level="block"),
+    "forloop_accum",
+    "forloop_accum",
+)
+"""Block-level kinds, by form: the generator draws by position, so this order
+is part of what a seed means (``thread_graph`` is drawn separately, by its
+probability)."""
 
 
 @dataclass
@@ -620,7 +580,7 @@ def add_customized(kg: Graph) -> Val | None:
     return c.finish(saved)[0]
 
 
-KERNEL_MENU = tuple(k for k in KERNEL_OPS if k not in UNFUZZED)
+KERNEL_MENU = tuple(filter(fuzzed, KERNEL_OPS))
 
 KINDS = tuple(dict.fromkeys([*KERNEL_MENU, *BLOCK_MENU, "customized", "thread_graph"]))
 """Every op kind :func:`random_module` can be restricted to."""

@@ -20,7 +20,9 @@ Block graphs for ``kernel.customized`` are built the same way with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -34,16 +36,57 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import block, kernel, shapes
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ops import OPS, Form
 
 float16: Attribute = Float16Type()
 bfloat16: Attribute = BFloat16Type()
 float32: Attribute = Float32Type()
 
 
-class _Builder:
-    """Shared by the kernel and block builders: append ops to one block."""
+def _unary(cls: type[t.TensorOp]) -> Callable[..., SSAValue]:
+    def method(self: _Builder, a: SSAValue) -> SSAValue:
+        return self._add(cls(a))
 
-    level: type
+    return method
+
+
+def _scalar(cls: type[t.TensorOp]) -> Callable[..., SSAValue]:
+    def method(self: _Builder, a: SSAValue, c: float) -> SSAValue:
+        return self._add(cls(a, c))
+
+    return method
+
+
+def _binary(cls: type[t.TensorOp]) -> Callable[..., SSAValue]:
+    def method(self: _Builder, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(cls(a, b))
+
+    return method
+
+
+ELEMENTWISE_METHODS = {Form.UNARY: _unary, Form.SCALAR: _scalar, Form.BINARY: _binary}
+"""The builder method of each element-wise form, from its level's op class:
+``g.exp(a)``, ``g.mul_scalar(a, c)``, ``g.add(a, b)`` (broadcasting)."""
+
+
+class _Builder:
+    """Shared by the kernel and block builders: append ops to one block.
+
+    Each subclass gets one method per element-wise op of its level's dialect
+    (``level.ELEMENTWISE_OPS``), named after the kind and documented by its
+    op table entry, so a new table entry is a new builder method.
+    """
+
+    level: ModuleType
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for kind, op in cls.level.ELEMENTWISE_OPS.items():
+            method = ELEMENTWISE_METHODS[OPS[kind].form](op)
+            method.__name__ = kind
+            method.__qualname__ = f"{cls.__name__}.{kind}"
+            method.__doc__ = OPS[kind].doc
+            setattr(cls, kind, method)
 
     def __init__(self) -> None:
         self.block = Block()
@@ -57,55 +100,6 @@ class _Builder:
 
     def matmul(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(self._op("MatmulOp")(a, b))
-
-    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(self._op("AddOp")(a, b))
-
-    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(self._op("MulOp")(a, b))
-
-    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._add(self._op("DivOp")(a, b))
-
-    def exp(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("ExpOp")(a))
-
-    def silu(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("SiluOp")(a))
-
-    def sqrt(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("SqrtOp")(a))
-
-    def square(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("SquareOp")(a))
-
-    def mul_scalar(self, a: SSAValue, c: float) -> SSAValue:
-        """``a * c`` for a float constant ``c``."""
-        return self._add(self._op("MulScalarOp")(a, c))
-
-    def add_scalar(self, a: SSAValue, c: float) -> SSAValue:
-        """``a + c`` for a float constant ``c``."""
-        return self._add(self._op("AddScalarOp")(a, c))
-
-    def neg(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("NegOp")(a))
-
-    def relu(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("ReluOp")(a))
-
-    def sigmoid(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("SigmoidOp")(a))
-
-    def tanh(self, a: SSAValue) -> SSAValue:
-        return self._add(self._op("TanhOp")(a))
-
-    def gelu(self, a: SSAValue) -> SSAValue:
-        """GELU with the tanh approximation (``F.gelu(x, approximate="tanh")``)."""
-        return self._add(self._op("GeluOp")(a))
-
-    def gelu_erf(self, a: SSAValue) -> SSAValue:
-        """Exact GELU, ``0.5 x (1 + erf(x / sqrt 2))`` (``F.gelu(x)``)."""
-        return self._add(self._op("GeluErfOp")(a))
 
     def rms_norm(self, a: SSAValue, eps: float = 0.0) -> SSAValue:
         """``a / sqrt(mean(a^2) + eps)`` over the last dim."""

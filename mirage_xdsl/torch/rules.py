@@ -21,6 +21,7 @@ from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.ir.builder import KernelGraph
+from mirage_xdsl.ops import OPS, Form
 from mirage_xdsl.torch.nodes import (
     RMS_NORM_FORMS,
     aten,
@@ -174,8 +175,8 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     if weight is None:
         raise unsupported(
             node,
-            "a weight that is not a module parameter or buffer (its transpose "
-            "would be computed on the GPU, and the kernel dialect has no transpose)",
+            "a weight that is not a module parameter or buffer (the rule "
+            "transposes the weight, and repeats it over the batch dims, at capture)",
         )
     (value,) = _tensor_operands(c, node, x)
     batch = node_shape(x)[:-2]
@@ -547,7 +548,16 @@ def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Valu
     return c.env[a]
 
 
+TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
+"""The rule of an element-wise op of the table's form that an ATen op is
+exactly (:attr:`OpSpec.torch`); one with a constant needs its own rule."""
+
 ATEN_RULES: dict[Any, Rule] = {
+    **{
+        getattr(aten, name): TABLE_RULES[spec.form](kind)
+        for kind, spec in OPS.items()
+        for name in spec.torch
+    },
     aten.matmul: matmul,
     aten.mm: matmul,
     aten.bmm: matmul,
@@ -568,12 +578,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.rsub: rsub,
     aten.mul: mul,
     aten.div: div,
-    aten.exp: unary("exp"),
-    aten.silu: unary("silu"),
     aten.sigmoid: sigmoid,
-    aten.relu: unary("relu"),
-    aten.tanh: unary("tanh"),
-    aten.neg: unary("neg"),
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,
@@ -594,7 +599,9 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.to: identity,
     aten._to_copy: identity,
 }
-"""ATen op (overload packet) -> conversion rule."""
+"""ATen op (overload packet) -> conversion rule: the ATen names of the op
+table's entries, then the rules written here (patterns such as SiLU, RMSNorm
+and the GELUs, and ops that take constants), which win where both name one."""
 
 MATERIALISED = frozenset({"square", "sigmoid"})
 """Partial kinds that are ops of their own when used outside their fused op:
