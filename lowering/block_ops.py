@@ -31,6 +31,7 @@ from mirage_xdsl.lowering.tiles import (
     reduce_rows,
     store,
 )
+from mirage_xdsl.ops import elementwise_kinds
 
 
 def elementwise(env: TileEnv, op: t.TensorOp) -> None:
@@ -180,10 +181,7 @@ def transpose(env: TileEnv, op: block.TransposeOp) -> None:
 
 
 LOWERINGS: dict[str, Callable[..., None]] = {
-    **{
-        kind: elementwise
-        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS)
-    },
+    **{kind: elementwise for kind in elementwise_kinds("block")},
     "rms_norm": rms_norm,
     "reduce_sum": reduce_sum,
     "reduce_max": reduce_max,

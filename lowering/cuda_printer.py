@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from mirage_xdsl.dialects import gpux
+from mirage_xdsl.ops import MATH
 
 PRELUDE = (Path(__file__).parent / "cuda_prelude.cuh").read_text()
 BF16_PRELUDE = (Path(__file__).parent / "cuda_prelude_bf16.cuh").read_text()
@@ -319,10 +320,7 @@ PRINTERS: dict[type[Operation], Callable[..., None]] = {
     arith.NegfOp: lambda p, op: p.define(op, f"-{p[op.operand]}"),
     arith.ExtFOp: _extf,
     arith.TruncFOp: _truncf,
-    math.ExpOp: _call("expf"),
-    math.SqrtOp: _call("sqrtf"),
-    math.TanhOp: _call("tanhf"),
-    math.ErfOp: _call("erff"),
+    **{getattr(math, f.xdsl_op): _call(f.c) for f in MATH.values()},
     arith.MaximumfOp: _call("fmaxf"),
     memref.LoadOp: _load,
     memref.StoreOp: _store,
@@ -345,7 +343,8 @@ PRINTERS: dict[type[Operation], Callable[..., None]] = {
     gpux.MmaOp: _call("mx_mma"),
     gpux.ShflXorOp: _shfl,
 }
-"""C for each op of the GPU-level IR."""
+"""C for each op of the GPU-level IR (the ``math`` ops: their :data:`ops.MATH`
+function)."""
 
 
 def kernel_source(fn: gpu.FuncOp) -> str:

@@ -44,12 +44,8 @@ from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
 from mirage_xdsl.lowering.aliases import is_alias
+from mirage_xdsl.ops import elementwise_kinds
 
-BLOCK_OPS: dict[str, type[t.TensorOp]] = {
-    cls.KIND: cls
-    for cls in block.BlockDialect.operations
-    if issubclass(cls, t.TensorOp)
-}
 THREADS = (128, 1, 1)
 """Threads per block of every default kernel: four warps."""
 TARGET_BLOCKS = 256
@@ -138,7 +134,7 @@ def elementwise(op: t.TensorOp) -> BlockGraph:
     ins = [
         bg.new_input(v, imap_for(dims, t.tensor_shape(v), out), -1) for v in op.operands
     ]
-    result = BLOCK_OPS[op.KIND](*ins, *op.constant_args())
+    result = block.ELEMENTWISE_OPS[op.KIND](*ins, *op.constant_args())
     bg.block.add_op(result)
     bg.new_output(result.results[0], dims)
     return bg
@@ -274,10 +270,7 @@ def transpose(op: kernel.TransposeOp) -> BlockGraph:
 
 
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
-    **{
-        kind: elementwise
-        for kind in (*t.BINARY_KINDS, *t.SCALAR_KINDS, *t.ELEMENTWISE_UNARY_KINDS)
-    },
+    **{kind: elementwise for kind in elementwise_kinds("kernel")},
     "reduce_sum": reduce_sum,
     "reduce_max": reduce_max,
     "rms_norm": rms_norm,

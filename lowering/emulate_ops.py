@@ -36,7 +36,7 @@ from mirage_xdsl.lowering.emulate_state import (
     round_bf16,
 )
 from mirage_xdsl.lowering.emulate_warp import ldmatrix, mma, shfl_xor
-from mirage_xdsl.semantics.domain import erf
+from mirage_xdsl.ops import MATH
 
 
 def _constant(e: LaneEnv, op: arith.ConstantOp, mask) -> None:
@@ -64,6 +64,11 @@ def _unary(fn):
         e.set(op, fn(e[op.operands[0]]))
 
     return run
+
+
+def _math(fn):
+    """A scalar function of :data:`ops.MATH`, in f32."""
+    return _unary(lambda x: fn(np.asarray(x, np.float32)))
 
 
 CMP = {
@@ -206,10 +211,7 @@ HANDLERS = {
     arith.NegfOp: _unary(np.negative),
     arith.ExtFOp: _unary(lambda x: np.asarray(x, np.float32)),
     arith.TruncFOp: _truncf,
-    math.ExpOp: _unary(lambda x: np.exp(np.asarray(x, np.float32))),
-    math.SqrtOp: _unary(lambda x: np.sqrt(np.asarray(x, np.float32))),
-    math.TanhOp: _unary(lambda x: np.tanh(np.asarray(x, np.float32))),
-    math.ErfOp: _unary(lambda x: erf(np.asarray(x, np.float32))),
+    **{getattr(math, f.xdsl_op): _math(f.real) for f in MATH.values()},
     arith.MaximumfOp: _binary(lambda a, b: np.maximum(np.float32(a), np.float32(b))),
     memref.LoadOp: _load,
     memref.StoreOp: _store,
@@ -230,4 +232,5 @@ HANDLERS = {
     gpux.MmaOp: mma,
     gpux.ShflXorOp: shfl_xor,
 }
-"""The rule for each op type; the emulator refuses any op not here."""
+"""The rule for each op type (the ``math`` ops: their :data:`ops.MATH`
+function); the emulator refuses any op not here."""

@@ -31,17 +31,12 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import phases_of
 from mirage_xdsl.ir.regions import outside_operands
 
-THREAD_OPS: dict[str, type[t.TensorOp]] = {
-    cls.KIND: cls for cls in thread.Thread.operations if issubclass(cls, t.TensorOp)
-}
-"""The thread-level op for each fusible ``KIND``."""
-
 
 def fusible(op: Operation) -> bool:
     return (
         isinstance(op, t.TensorOp)
         and op.name.startswith("block.")
-        and op.KIND in THREAD_OPS
+        and op.KIND in thread.ELEMENTWISE_OPS
     )
 
 
@@ -73,7 +68,7 @@ def fuse(members: list[Operation]) -> block.ThreadGraphOp:
     body = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args, strict=True))
     for op in members:
-        new = THREAD_OPS[op.KIND](  # type: ignore[attr-defined]
+        new = thread.ELEMENTWISE_OPS[op.KIND](  # type: ignore[attr-defined]
             *[mapping[v] for v in op.operands],
             *op.constant_args(),  # type: ignore[attr-defined]
         )

@@ -27,6 +27,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
+from mirage_xdsl.ops import MATH
+
 Ix = int | SSAValue
 """An index: a compile-time constant or an ``index`` SSA value."""
 
@@ -134,23 +136,21 @@ class GpuBuilder:
     def divf(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.value(arith.DivfOp(a, b))
 
+    def math(self, name: str, a: SSAValue) -> SSAValue:
+        """The scalar function ``name`` of :data:`ops.MATH` applied to ``a``."""
+        return self.value(getattr(math, MATH[name].xdsl_op)(a))
+
     def exp(self, a: SSAValue) -> SSAValue:
-        return self.value(math.ExpOp(a))
+        return self.math("exp", a)
 
     def sqrt(self, a: SSAValue) -> SSAValue:
-        return self.value(math.SqrtOp(a))
+        return self.math("sqrt", a)
 
     def negf(self, a: SSAValue) -> SSAValue:
         return self.value(arith.NegfOp(a))
 
     def maxf(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.value(arith.MaximumfOp(a, b))
-
-    def tanh(self, a: SSAValue) -> SSAValue:
-        return self.value(math.TanhOp(a))
-
-    def erf(self, a: SSAValue) -> SSAValue:
-        return self.value(math.ErfOp(a))
 
     def zeros(self, ty: VectorType) -> SSAValue:
         return self.value(

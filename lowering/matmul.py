@@ -27,10 +27,10 @@ from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects.gpux import MMA_C, LdmatrixOp, MmaOp, is_mma_operand
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
 from mirage_xdsl.lowering.tiles import (
-    SCALAR,
     Threads,
     TileEnv,
     TileRef,
+    compute,
     for_each_element,
     load,
     numel,
@@ -79,7 +79,7 @@ def apply_after(kind: str) -> Epilogue:
     """Epilogue applying an element-wise op to each product element."""
 
     def epilogue(b: GpuBuilder, value: SSAValue, dst: TileRef, index: list[Ix]) -> None:
-        store(b, SCALAR[kind](b, value), dst, index)
+        store(b, compute(b, kind, value), dst, index)
 
     return epilogue
 

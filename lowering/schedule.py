@@ -25,7 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase
-from mirage_xdsl.lowering.tiles import SCALAR
+from mirage_xdsl.ops import OPS
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,6 @@ def epilogue_users(
         and o not in fused
         and o.results[0].has_one_use()
         and isinstance(user := o.results[0].get_user_of_unique_use(), t.UnaryOp)
-        and user.KIND in SCALAR
+        and OPS[user.KIND].cuda is not None
         and phase(user) == phase(o)
     }

@@ -6,7 +6,9 @@ lane indices. :class:`TileEnv` is what a lowering sees of the kernel being
 built: the builder, the threads and the tile of each value. The helpers here
 are the three loop shapes every block op lowers to: a block-stride loop over
 a tile's elements (element-wise work), a reduction of rows across a warp with
-butterfly shuffles, and a per-thread reduction for short rows.
+butterfly shuffles, and a per-thread reduction for short rows. The f32
+arithmetic of each element-wise op is its op-table CUDA C formula, built
+through :class:`CudaArith`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.dialects.gpux import ShflXorOp
 from mirage_xdsl.lowering.gpu_builder import GpuBuilder, Ix
-from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
+from mirage_xdsl.ops import OPS
 
 WARP = 32
 
@@ -183,68 +185,51 @@ def first_lane(b: GpuBuilder, lane: SSAValue | None) -> SSAValue | None:
     return b.value(arith.CmpiOp(lane, b.index(0), "eq"))
 
 
-def silu(b: GpuBuilder, x: SSAValue) -> SSAValue:
-    one = b.f32(1.0)
-    return b.divf(x, b.addf(one, b.exp(b.value(arith.NegfOp(x)))))
+class CudaArith:
+    """The op table's :class:`~mirage_xdsl.ops.Arith` over a :class:`GpuBuilder`:
+    each step of an op's ``cuda`` formula appends the f32 op computing it."""
+
+    def __init__(self, b: GpuBuilder):
+        self.b = b
+
+    def const(self, c: float, like: SSAValue) -> SSAValue:
+        return self.b.f32(c)
+
+    def add(self, x: SSAValue, y: SSAValue) -> SSAValue:
+        return self.b.addf(x, y)
+
+    def mul(self, x: SSAValue, y: SSAValue) -> SSAValue:
+        return self.b.mulf(x, y)
+
+    def div(self, x: SSAValue, y: SSAValue) -> SSAValue:
+        return self.b.divf(x, y)
+
+    def neg(self, x: SSAValue) -> SSAValue:
+        return self.b.negf(x)
+
+    def max(self, x: SSAValue, y: SSAValue) -> SSAValue:
+        return self.b.maxf(x, y)
+
+    def exp(self, x: SSAValue) -> SSAValue:
+        return self.b.exp(x)
+
+    def math(self, name: str, x: SSAValue) -> SSAValue:
+        return self.b.math(name, x)
+
+    def keyed(self, kind: str, x: SSAValue) -> SSAValue:
+        raise NotImplementedError(f"'{kind}' has no CUDA C formula")
 
 
-def sigmoid(b: GpuBuilder, x: SSAValue) -> SSAValue:
-    one = b.f32(1.0)
-    return b.divf(one, b.addf(one, b.exp(b.negf(x))))
-
-
-def relu(b: GpuBuilder, x: SSAValue) -> SSAValue:
-    return b.maxf(x, b.f32(0.0))
-
-
-def _half_x_times_one_plus(b: GpuBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    """0.5 x (1 + y), the shape both GELUs share."""
-    return b.mulf(b.mulf(b.f32(0.5), x), b.addf(b.f32(1.0), y))
-
-
-def gelu(b: GpuBuilder, x: SSAValue) -> SSAValue:
-    """The tanh approximation, as the interpreter computes it."""
-    cubic = b.mulf(b.f32(GELU_TANH_CUBIC), b.mulf(x, b.mulf(x, x)))
-    inner = b.mulf(b.f32(GELU_TANH_SCALE), b.addf(x, cubic))
-    return _half_x_times_one_plus(b, x, b.tanh(inner))
-
-
-def gelu_erf(b: GpuBuilder, x: SSAValue) -> SSAValue:
-    return _half_x_times_one_plus(b, x, b.erf(b.mulf(x, b.f32(SQRT_HALF))))
-
-
-SQRT_HALF = 0.7071067811865476
-"""1 / sqrt(2), the argument scale of the exact GELU's erf."""
-
-SCALAR: dict[str, Callable[..., SSAValue]] = {
-    "add": GpuBuilder.addf,
-    "mul": GpuBuilder.mulf,
-    "div": GpuBuilder.divf,
-    "exp": GpuBuilder.exp,
-    "sqrt": GpuBuilder.sqrt,
-    "square": lambda b, x: b.mulf(x, x),
-    "silu": silu,
-    "neg": GpuBuilder.negf,
-    "relu": relu,
-    "sigmoid": sigmoid,
-    "tanh": GpuBuilder.tanh,
-    "gelu": gelu,
-    "gelu_erf": gelu_erf,
-}
-"""Per-element f32 arithmetic of each element-wise ``KIND``."""
-
-WITH_CONSTANT: dict[str, Callable[..., SSAValue]] = {
-    "mul_scalar": GpuBuilder.mulf,
-    "add_scalar": GpuBuilder.addf,
-}
-"""Per-element f32 arithmetic of each ``KIND`` that combines with its constant."""
+def compute(b: GpuBuilder, kind: str, *args: SSAValue | float) -> SSAValue:
+    """The f32 result of element-wise ``kind`` on ``args`` (its operands, then
+    a scalar op's constant): the op table's CUDA C formula, built with ``b``."""
+    formula = OPS[kind].cuda
+    assert formula is not None, kind
+    return formula(CudaArith(b), *args)
 
 
 def element_fn(op: Any) -> Callable[..., SSAValue]:
-    """The per-element f32 function of an element-wise op: its ``KIND``'s
-    :data:`SCALAR` entry, or for ``mul_scalar`` / ``add_scalar`` the
-    :data:`WITH_CONSTANT` entry with the op's constant as an f32 literal."""
-    if op.KIND in WITH_CONSTANT:
-        combine, c = WITH_CONSTANT[op.KIND], op.value
-        return lambda b, x: combine(b, x, b.f32(c))
-    return SCALAR[op.KIND]
+    """The per-element f32 function ``(b, *operands)`` of an element-wise op,
+    with its constant (if any) bound."""
+    constants = op.constant_args()
+    return lambda b, *args: compute(b, op.KIND, *args, *constants)

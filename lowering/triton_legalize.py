@@ -41,14 +41,6 @@ TILE_ATTR = "triton.tile"
 MATMUL_ATTR = "triton.matmul"
 SMALL_MATMUL_FORMS = ("dot", "fma")
 
-BLOCK_OPS: dict[str, type[t.TensorOp]] = {
-    cls.KIND: cls
-    for cls in block.BlockDialect.operations
-    if issubclass(cls, t.TensorOp)
-    and cls.KIND in t.UNARY_KINDS + t.BINARY_KINDS + t.SCALAR_KINDS
-}
-"""The block-level op for each element-wise ``KIND``."""
-
 
 def inline_thread_graph(graph: block.ThreadGraphOp) -> None:
     """Replace a thread graph by the block ops it computes."""
@@ -60,7 +52,7 @@ def inline_thread_graph(graph: block.ThreadGraphOp) -> None:
             for result, value in zip(graph.outputs, op.operands, strict=True):
                 result.replace_all_uses_with(mapping[value])
             continue
-        new = BLOCK_OPS[op.KIND](  # type: ignore[attr-defined]
+        new = block.ELEMENTWISE_OPS[op.KIND](  # type: ignore[attr-defined]
             *[mapping[v] for v in op.operands],
             *op.constant_args(),  # type: ignore[attr-defined]
         )

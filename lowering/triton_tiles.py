@@ -24,6 +24,7 @@ from xdsl.ir import Operation, SSAValue
 
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.union_find import UnionFind
+from mirage_xdsl.ops import ELEMENTWISE, Form, kinds
 
 DOT_MIN = 16
 """``tl.dot`` needs every operand side at least this long."""
@@ -33,6 +34,9 @@ FMA_MAX_ELEMENTS = 1 << 14
 form of a matmul; beyond it only the tensor-core form is offered."""
 
 Dim = tuple[SSAValue, int]
+
+SAME_DIMS = kinds(*ELEMENTWISE, Form.NORM)
+"""Kinds whose result dims are their operands' (but for broadcasting)."""
 
 
 def next_pow2(n: int) -> int:
@@ -75,7 +79,7 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
         for shift in op.operands[1:]:  # one value per row of the input
             for d in range(rank - 1):
                 classes.union((shift, d), (op.operands[0], d))
-    elif kind in t.BINARY_KINDS or kind in t.UNARY_KINDS or kind in t.SCALAR_KINDS:
+    elif kind in SAME_DIMS:
         for v in op.operands:
             _tie_same_extent(classes, v, result)
     elif kind in t.REDUCE_KINDS:
