@@ -11,8 +11,10 @@ with zeros under a mask, stores mask it away.
 Padding must not leak into real lanes. It can only do so through a sum over a
 padded dim (``reduce_sum``, a sum/mean/rms accumulator, ``rms_norm``, a
 matmul's K), so the printer tracks which values are *clean* (zero in every
-padded lane: loads, and what add, mul, square, silu, sqrt and matmul make of
-clean values, and the other activations but sigmoid) and masks the others to zero before such a sum.
+padded lane: loads, and what matmuls and the zero-preserving ops of the op
+table, ``OpSpec.zero_preserving``, make of clean values) and masks the others
+to zero before such a sum. An element-wise op prints from its op table entry
+(``OpSpec.triton``).
 
 Arithmetic is fp32; ``tl.dot`` operands are cast to the tile's element type
 (f16 or bf16 run on tensor cores) and accumulate in fp32, as the interpreter's
@@ -59,44 +61,11 @@ from mirage_xdsl.lowering.triton_values import (
     tile_offsets,
     valid_mask,
 )
-from mirage_xdsl.semantics.domain import GELU_TANH_CUBIC, GELU_TANH_SCALE
+from mirage_xdsl.ops import OPS
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
-
-CLEAN_UNARY = (
-    "silu",
-    "sqrt",
-    "square",
-    "mul_scalar",
-    "neg",
-    "relu",
-    "tanh",
-    "gelu",
-    "gelu_erf",
-)
-"""Unary kinds that map 0 to 0, so padding stays zero (sigmoid(0) is 1/2)."""
-
-TRITON_UNARY: dict[str, str] = {
-    "exp": "tl.exp({x})",
-    "silu": "{x} * tl.sigmoid({x})",
-    "sqrt": "tl.sqrt({x})",
-    "square": "{x} * {x}",
-    "neg": "-{x}",
-    "relu": "tl.maximum({x}, 0.0)",
-    "sigmoid": "tl.sigmoid({x})",
-    # tanh(y) = 2 sigmoid(2y) - 1: tl.sigmoid exists in every Triton release
-    # we support, a tanh does not (tl.math.tanh is missing from 3.9).
-    "tanh": "(2.0 * tl.sigmoid(2.0 * {x}) - 1.0)",
-    "gelu": (
-        f"(0.5 * {{x}} * (1.0 + (2.0 * tl.sigmoid(2.0 * {GELU_TANH_SCALE!r}"
-        f" * ({{x}} + {GELU_TANH_CUBIC!r} * {{x}} * {{x}} * {{x}})) - 1.0)))"
-    ),
-    "gelu_erf": "(0.5 * {x} * (1.0 + tl.math.erf({x} * 0.7071067811865476)))",
-}
-"""The fp32 Triton expression of each element-wise unary ``KIND``."""
-CLEAN_BINARY = ("add", "mul")
 
 
 @dataclass
@@ -125,7 +94,7 @@ class KernelPrinter:
             prod(t.tensor_shape(v)) >= INT32_LIMIT
             for v in [*self.op.operands, *self.op.results]
         )
-        self.fused_accums: dict[Operation, Operation] = {}
+        self.fused_accums: dict[block.MatmulOp, block.ForloopAccumOp] = {}
         self.shift_weight_names: dict[SSAValue, tuple[str, str]] = {}
         """Per shift of a shifted accumulation: the names of this iteration's
         weights for the old sums and the new term (``shift_weights``)."""
@@ -240,7 +209,7 @@ class KernelPrinter:
     # -- ops ----------------------------------------------------------------
 
     def print_input(self, op: block.InputOp) -> None:
-        source = self.op.operands[self.op.entry.args.index(op.source)]  # type: ignore[arg-type]
+        source = self.op.operands[self.op.entry.args.index(op.source)]
         full = t.tensor_shape(source)
         real = t.tensor_shape(op.result)
         padded = self.tile_of(op)
@@ -295,66 +264,75 @@ class KernelPrinter:
         target = Phase.POST if phase == Phase.INVARIANT and self.forloop > 1 else phase
         self.emit(target, f"{store}  # omap {list(op.output_map)}")
 
-    def print_elementwise(self, op: Operation) -> None:
-        kind = op.KIND  # type: ignore[attr-defined]
-        phase = self.phases[op.results[0]]
+    def broadcast_operands(
+        self, op: t.TensorOp, phase: Phase
+    ) -> tuple[list[Value], tuple[int, ...]]:
+        """``op``'s operands as Triton broadcasts them to its tile, and the
+        shape broadcasting gives the result."""
         padded = self.tile_of(op)
         real = t.tensor_shape(op.results[0])
         args = [
             self.broadcastable(self.values[v], real, padded, phase) for v in op.operands
         ]
-        x = [a.f32 for a in args]
         natural = tuple(max(s) for s in zip(*(a.padded for a in args), strict=True))
+        return args, natural
+
+    def print_elementwise(self, op: t.TensorOp) -> None:
+        """An element-wise op of the op table, from its ``triton`` template.
+        The result is clean when the op maps 0 to 0, its operands are clean and
+        none broadcasts a real extent 1 into padded lanes."""
+        spec = OPS.get(op.KIND)
+        if spec is None or not spec.elementwise or spec.triton is None:
+            raise OpVerifyError(op, f"'{op.name}' has no Triton lowering")
+        phase = self.phases[op.results[0]]
+        real = t.tensor_shape(op.results[0])
+        args, natural = self.broadcast_operands(op, phase)
+        x = args[0].f32
+        y = args[1].f32 if len(args) > 1 else ""
+        c = float_literal(op.value) if isinstance(op, t.ScalarOp) else ""
+        expr = spec.triton_expr(x, y, c)
         spills = any(
             a.padded[d] == 1 and natural[d] > real[d]
             for a in args
             for d in range(len(real))
         )
-        clean_in = all(a.clean for a in args) and not spills
-        match kind:
-            case "add" | "mul" | "div":
-                sym = {"add": "+", "mul": "*", "div": "/"}[kind]
-                expr = f"{x[0]} {sym} {x[1]}"
-            case "mul_scalar":
-                expr = f"{x[0]} * {float_literal(op.value)}"  # type: ignore[attr-defined]
-            case "add_scalar":
-                expr = f"{x[0]} + {float_literal(op.value)}"  # type: ignore[attr-defined]
-            case _ if kind in TRITON_UNARY:
-                expr = TRITON_UNARY[kind].format(x=x[0])
-            case "rms_norm":
-                m = self.masked(args[0], phase)
-                n = real[-1]
-                r = self.fresh("r")
-                e = op.eps_value  # type: ignore[attr-defined]
-                eps = f" + {float_literal(e)}" if e else ""
-                self.emit(
-                    phase,
-                    f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
-                    f"axis={len(real) - 1}, keep_dims=True) / {n}.0{eps})",
-                )
-                expr = f"{x[0]} / {r}"
-            case _:
-                raise OpVerifyError(op, f"'{op.name}' has no Triton lowering")
-        clean = clean_in and (kind in CLEAN_BINARY or kind in CLEAN_UNARY)
+        clean = spec.zero_preserving and all(a.clean for a in args) and not spills
         self.define(op, phase, expr, natural, Padding.zero_if(clean))
 
-    def print_reduce(self, op: Operation) -> None:
-        phase = self.phases[op.results[0]]
-        dim = op.dim.value.data  # type: ignore[attr-defined]
-        v = self.values[op.operands[0]]
+    def print_rms_norm(self, op: t.RmsNormBase) -> None:
+        """``x / sqrt(sum(x^2) / n + eps)`` over the last dim, summing real
+        lanes only. Padded rows divide by ``sqrt(eps)`` (0 / 0 without an
+        eps), so the result is not taken to be clean."""
+        phase = self.phases[op.result]
+        real = t.tensor_shape(op.result)
+        args, natural = self.broadcast_operands(op, phase)
+        m = self.masked(args[0], phase)
+        r = self.fresh("r")
+        eps = f" + {float_literal(op.eps_value)}" if op.eps_value else ""
+        self.emit(
+            phase,
+            f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
+            f"axis={len(real) - 1}, keep_dims=True) / {real[-1]}.0{eps})",
+        )
+        self.define(op, phase, f"{args[0].f32} / {r}", natural, Padding.ANY)
+
+    def print_reduce(self, op: t.ReduceSumBase) -> None:
+        phase = self.phases[op.result]
+        dim = op.dim.value.data
+        v = self.values[op.input]
         if v.padded[dim] > v.real[dim]:
             v = self.masked(v, phase)
         natural = tuple(1 if d == dim else p for d, p in enumerate(v.padded))
         expr = f"tl.sum({v.f32}, axis={dim}, keep_dims=True)"
         self.define(op, phase, expr, natural, v.padding)
 
-    def print_reduce_max(self, op: Operation) -> None:
+    def print_reduce_max(self, op: t.ReduceMaxBase) -> None:
         """``tl.max`` over ``dim`` in fp32. Padded lanes of that dim are -inf,
         so they never win; lanes padded along other dims keep their values,
         so a clean operand gives a clean result (the maximum of zeros)."""
-        phase = self.phases[op.results[0]]
-        dim = op.dim.value.data  # type: ignore[attr-defined]
-        v = self.values[op.operands[0]]
+        phase = self.phases[op.result]
+        dim = op.dim.value.data
+        v = self.values[op.input]
         x = v.f32
         rank = len(v.padded)
         if v.padded[dim] > v.real[dim]:
@@ -450,7 +428,7 @@ class KernelPrinter:
         starts = [[str(shift)] if d == dim and shift else [] for d in range(len(real))]
         return tile_offsets(real, padded, starts)
 
-    def print_concat(self, op: Operation) -> None:
+    def print_concat(self, op: t.ConcatBase) -> None:
         """Concatenation through this block's slice of a global scratch buffer.
 
         Register tensors cannot be concatenated in place, so both pieces are
@@ -459,10 +437,10 @@ class KernelPrinter:
         (every piece is written). Matmuls of concatenations never get here:
         ``legalize-for-triton`` splits them into sums of dots.
         """
-        phase = self.phases[op.results[0]]
-        dim = op.dim.value.data  # type: ignore[attr-defined]
+        phase = self.phases[op.result]
+        dim = op.dim.value.data
         padded = self.tile_of(op)
-        real = t.tensor_shape(op.results[0])
+        real = t.tensor_shape(op.result)
         rank = len(padded)
         base = self.fresh("s")
         self.emit(
@@ -676,7 +654,7 @@ class KernelPrinter:
     def reads_program_input(self, op: block.InputOp) -> bool:
         """Whether ``op`` loads one of the program's own inputs (through any
         reshapes), which no kernel of the program writes."""
-        value = self.op.operands[self.op.entry.args.index(op.source)]  # type: ignore[arg-type]
+        value = self.op.operands[self.op.entry.args.index(op.source)]
         while isinstance(value.owner, Operation) and is_alias(value.owner):
             value = value.owner.operands[0]
         return not isinstance(value.owner, Operation)
@@ -696,9 +674,7 @@ class KernelPrinter:
             if isinstance(op, block.InputOp):
                 if self.reads_program_input(op):
                     independent.add(op)
-            elif not isinstance(op, block.OutputOp) and not (
-                isinstance(op, t.TensorOp) and op.KIND == "concat"
-            ):
+            elif not isinstance(op, (block.OutputOp, t.ConcatBase)):
                 if all(v.owner in independent for v in op.operands):
                     independent.add(op)
         early = set(independent)
@@ -758,14 +734,16 @@ class KernelPrinter:
             if op in self.fused_accums:
                 self.print_fused_accum(self.fused_accums[op])
             self.print_matmul(op)
-        elif isinstance(op, t.TensorOp) and op.KIND == "reduce_sum":
+        elif isinstance(op, t.ReduceSumBase):
             self.print_reduce(op)
-        elif isinstance(op, t.TensorOp) and op.KIND == "reduce_max":
+        elif isinstance(op, t.ReduceMaxBase):
             self.print_reduce_max(op)
-        elif isinstance(op, t.TensorOp) and op.KIND == "concat":
+        elif isinstance(op, t.ConcatBase):
             self.print_concat(op)
         elif isinstance(op, block.TransposeOp):
             self.print_transpose(op)
+        elif isinstance(op, t.RmsNormBase):
+            self.print_rms_norm(op)
         elif isinstance(op, t.TensorOp):
             self.print_elementwise(op)
         else:
