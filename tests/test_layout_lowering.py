@@ -9,6 +9,7 @@ compiles for sm_90 in both backends (NVRTC; Triton's own compiler).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from layout_program import PROGRAMS, reshaped_input, returned_reshape
 from test_cuda_compile import check_program, needs_nvrtc
@@ -70,7 +71,9 @@ def test_default_customize_keeps_reshapes_and_customizes_transposes() -> None:
         "block.output",
     ]
     (got,) = run(module, xs)
-    assert abs(got - want[0]).max() < 1e-6
+    # The customized matmul sums its products in another order: fp32 rounding
+    # (values reach about 40 after exp, so relative, not absolute).
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=0)
 
 
 def test_a_reshape_is_no_launch_in_either_backend() -> None:
