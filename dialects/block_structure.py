@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import shapes
+from mirage_xdsl.gpu_target import H100
 
 
 class OpVerifyError(VerifyException):
@@ -30,9 +31,6 @@ class OpVerifyError(VerifyException):
         super().__init__(message)
         self.op = op
 
-
-H100_SHARED_MEMORY_BYTES = 227 * 1024
-"""Shared memory one H100 thread block may use (opt-in maximum)."""
 
 ACCUMULATOR_BYTES = 4
 """Accumulators are kept in fp32."""
@@ -193,8 +191,9 @@ def verify_customized(op: Operation) -> None:
                 f"'{op.name}' result #{i} element type differs from its output tile"
             )
     used = shared_memory_bytes(op)
-    if used > H100_SHARED_MEMORY_BYTES:
+    limit = H100.shared_memory_per_block
+    if used > limit:
         raise VerifyException(
             f"'{op.name}' block graph needs {used} bytes of shared memory, over "
-            f"the H100 limit of {H100_SHARED_MEMORY_BYTES} bytes per block"
+            f"the {H100.name} limit of {limit} bytes per block"
         )

@@ -34,8 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import OpVerifyError, verify_customized
-
-H100_BLOCK_THREADS = 1024
+from mirage_xdsl.gpu_target import H100
 
 
 @irdl_op_definition
@@ -43,96 +42,6 @@ class MatmulOp(t.MatmulBase):
     """Batched matmul of device tensors: ``[..., m, k] x [..., k, n]``."""
 
     name = "kernel.matmul"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class AddOp(t.AddBase):
-    name = "kernel.add"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class MulOp(t.MulBase):
-    name = "kernel.mul"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class DivOp(t.DivBase):
-    name = "kernel.div"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class ExpOp(t.ExpBase):
-    name = "kernel.exp"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class SiluOp(t.SiluBase):
-    name = "kernel.silu"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class SqrtOp(t.SqrtBase):
-    name = "kernel.sqrt"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class SquareOp(t.SquareBase):
-    name = "kernel.square"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class MulScalarOp(t.MulScalarBase):
-    name = "kernel.mul_scalar"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class AddScalarOp(t.AddScalarBase):
-    name = "kernel.add_scalar"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class NegOp(t.NegBase):
-    name = "kernel.neg"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class ReluOp(t.ReluBase):
-    name = "kernel.relu"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class SigmoidOp(t.SigmoidBase):
-    name = "kernel.sigmoid"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class TanhOp(t.TanhBase):
-    name = "kernel.tanh"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class GeluOp(t.GeluBase):
-    name = "kernel.gelu"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class GeluErfOp(t.GeluErfBase):
-    name = "kernel.gelu_erf"
     traits = traits_def(Pure())
 
 
@@ -250,11 +159,12 @@ class CustomizedOp(IRDLOperation):
                 f"'{self.name}' block must be three positive sizes, got {list(block)}",
             )
         threads = block[0] * block[1] * block[2]
-        if threads > H100_BLOCK_THREADS or threads % 32:
+        most, warp = H100.max_threads_per_block, H100.warp_size
+        if threads > most or threads % warp:
             raise OpVerifyError(
                 self,
                 f"'{self.name}' block has {threads} threads; it needs a multiple "
-                f"of 32 and at most {H100_BLOCK_THREADS}",
+                f"of {warp} and at most {most}",
             )
         if self.forloop < 1:
             raise OpVerifyError(self, f"'{self.name}' forloop range must be >= 1")
@@ -269,25 +179,16 @@ class CustomizedOp(IRDLOperation):
         verify_customized(self)
 
 
+ELEMENTWISE_OPS = t.elementwise_ops("kernel", traits_def(Pure()))
+"""The element-wise ops of the op table on device tensors, by kind."""
+globals().update({cls.__name__: cls for cls in ELEMENTWISE_OPS.values()})
+
+
 Kernel = Dialect(
     "kernel",
     [
         MatmulOp,
-        AddOp,
-        MulOp,
-        DivOp,
-        ExpOp,
-        SiluOp,
-        SqrtOp,
-        SquareOp,
-        MulScalarOp,
-        AddScalarOp,
-        NegOp,
-        ReluOp,
-        SigmoidOp,
-        TanhOp,
-        GeluOp,
-        GeluErfOp,
+        *ELEMENTWISE_OPS.values(),
         RmsNormOp,
         ReduceSumOp,
         ReduceMaxOp,

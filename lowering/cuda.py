@@ -22,6 +22,7 @@ from xdsl.utils.target import Target
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.cuda_printer import cuda_source, kernel_source
@@ -166,7 +167,7 @@ class PtxTarget(Target):
 
     name = "ptx"
 
-    arch: str = "sm_90"
+    arch: str = H100.arch
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from mirage_xdsl.lowering.nvrtc import compile_cuda

@@ -42,14 +42,23 @@ from xdsl.pattern_rewriter import (
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.gpu_target import H100, Target
 from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.ops import elementwise_kinds
 
 THREADS = (128, 1, 1)
 """Threads per block of every default kernel: four warps."""
-TARGET_BLOCKS = 256
-"""Aim for about two blocks per H100 SM (132 SMs)."""
+
+
+def blocks_to_aim_for(target: Target) -> int:
+    """About two blocks per SM of ``target``, rounded down to a power of two
+    (as the sizes being split usually are): 256 on the H100's 132 SMs."""
+    return 1 << ((2 * target.sms).bit_length() - 1)
+
+
+TARGET_BLOCKS = blocks_to_aim_for(H100)
+"""How many blocks a default grid aims for on the H100."""
 MAX_TILE = 4096
 """Largest tile (elements) a default block handles per for-loop iteration."""
 MIN_TILE = 256

@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.diagnostics import MirageError
 
-DEFAULT_ARCH = "sm_90"
+DEFAULT_ARCH = H100.arch
 
 
 class NvrtcError(MirageError):

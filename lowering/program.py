@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mirage_xdsl.gpu_target import H100
+
 BufferKind = Literal["input", "output", "intermediate"]
 
 
@@ -61,7 +63,7 @@ class GpuProgram:
     source: str
     buffers: tuple[BufferSpec, ...]
     launches: tuple[KernelLaunch, ...]
-    arch: str = "sm_90"
+    arch: str = H100.arch
     options: tuple[str, ...] = field(default=())
     """Extra NVRTC options the source needs."""
     backend: str = "cuda"

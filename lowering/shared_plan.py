@@ -35,6 +35,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from mirage_xdsl.dialects import block
 from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.dialects.gpux import WORKGROUP, is_mma_operand
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.lowering.matmul import shapes_allow_tensor_cores
 from mirage_xdsl.lowering.schedule import Schedule, is_staged
 from mirage_xdsl.lowering.tiles import dims
@@ -43,8 +44,8 @@ ALIGN = 128
 """Tiles start on 128-byte boundaries (a full bank sweep)."""
 LDMATRIX_PAD = 8
 """Halves of padding per row of a tile read with ldmatrix (16 bytes)."""
-SHARED_LIMIT = 227 * 1024
-"""Dynamic shared memory one block may use on an H100 (opt-in maximum)."""
+SHARED_LIMIT = H100.shared_memory_per_block
+"""Dynamic shared memory one block may use on the H100 (opt-in maximum)."""
 MAX_STAGES = 3
 """Most pipeline stages of a per-iteration input."""
 

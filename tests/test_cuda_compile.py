@@ -14,6 +14,7 @@ import pytest
 from activation_program import activation_module
 from softmax_program import blocked_softmax_module, softmax_module
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering import nvrtc
@@ -21,9 +22,9 @@ from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.workloads import HANDWRITTEN
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.mlir"))
-MAX_REGISTERS = 255
-REGISTER_FILE = 65536
-SHARED_LIMIT = 227 * 1024
+MAX_REGISTERS = H100.registers_per_thread
+REGISTER_FILE = H100.registers_per_sm
+SHARED_LIMIT = H100.shared_memory_per_block
 
 needs_nvrtc = pytest.mark.skipif(
     not nvrtc.available(),

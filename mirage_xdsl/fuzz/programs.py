@@ -34,11 +34,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import block, kernel, shapes, thread
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block_structure import (
-    H100_SHARED_MEMORY_BYTES,
-    Phase,
-    tile_bytes,
-)
+from mirage_xdsl.dialects.block_structure import Phase, tile_bytes
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.builder import float16
 from mirage_xdsl.ops import OPS, Form, elementwise_kinds, kinds
 from mirage_xdsl.semantics import inputs
@@ -431,7 +428,7 @@ class Customized:
             BLOCK_OPS,
             self.body,
             self.fresh_tile,
-            budget=H100_SHARED_MEMORY_BYTES,
+            budget=H100.shared_memory_per_block,
         )
         self.bg.forloop_range = self.forloop
 

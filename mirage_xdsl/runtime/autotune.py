@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.lowering.triton import TritonKernel
 from mirage_xdsl.runtime.cache import default_cache_dir
 from mirage_xdsl.runtime.triton_compile import (
@@ -42,7 +43,7 @@ from mirage_xdsl.runtime.triton_compile import (
 WARPS = (2, 4, 8)
 STAGES = (2, 3, 4, 5, 6, 7)
 LARGE_TILE = 8192
-SHARED_LIMIT = 227 * 1024
+SHARED_LIMIT = H100.shared_memory_per_block
 """Shared memory an H100 block may use: settings needing more are dropped."""
 
 

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.diagnostics import MirageError, first_line
 
 
@@ -164,7 +165,7 @@ def nvrtc_options(arch: str, options: Sequence[str]) -> list[str]:
 
 def compile_cuda(
     source: str,
-    arch: str = "sm_90",
+    arch: str = H100.arch,
     options: Sequence[str] = (),
     name: str = "program.cu",
 ) -> tuple[bytes, str, str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import GpuProgram, KernelLaunch
 from mirage_xdsl.runtime.arguments import element_type, nbytes
@@ -30,7 +31,7 @@ from mirage_xdsl.runtime.driver import Device, GpuError
 DEFAULT_SHARED_LIMIT = 48 * 1024
 """Dynamic shared memory a kernel may use without raising its limit."""
 
-MAX_THREADS = 1024
+MAX_THREADS = H100.max_threads_per_block
 
 PROGRAMMATIC_ARCH = (9, 0)
 """Programmatic dependent launch needs Hopper or later."""

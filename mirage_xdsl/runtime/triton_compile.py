@@ -23,10 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.diagnostics import MirageError
 
-TARGET_ARCH = 90
-"""sm_90 (H100): Triton compiles it as sm_90a, with wgmma."""
+TARGET_ARCH = H100.capability
+"""90, sm_90 (H100): Triton compiles it as sm_90a, with wgmma."""
 GRID_DEPENDENCY_ARCH = 90
 """Grid dependency control (``griddepcontrol``) needs sm_90."""
 
@@ -125,7 +126,7 @@ def compile_kernel(
     try:
         compiled = triton.compile(
             ASTSource(fn, sig, None, attrs),
-            target=GPUTarget("cuda", TARGET_ARCH, 32),
+            target=GPUTarget("cuda", TARGET_ARCH, H100.warp_size),
             options={"num_warps": config.num_warps, "num_stages": config.num_stages},
         )
     except Exception as e:  # Triton raises its own CompilationError and others

@@ -109,7 +109,9 @@ def fit(
     objective: Callable[[Target, Sequence[Sample]], float] = ranking_error,
 ) -> Target:
     """The target whose estimates best match ``samples`` (see module docstring)."""
-    known = {f.name for f in fields(Target)}
+    known = {
+        f.name for f in fields(Target) if isinstance(getattr(start, f.name), float)
+    }
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"not numbers of the cost model's target: {unknown}")

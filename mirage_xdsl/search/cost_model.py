@@ -12,9 +12,11 @@ costed as ideal vendor kernels: inputs read and output written once (a
 transpose like any element-wise copy); a reshape, which the lowering makes an
 alias of its operand's buffer, costs nothing.
 
-The numbers are the ones DESIGN.md measured or quotes; they are only needed
-to be right in proportion, since on a GPU measured time can replace them
-(``measure=`` of the search).
+The numbers are the target's (``gpu_target.Target``, :data:`H100` by
+default; ``Target`` and ``H100`` are importable from here too), the ones
+DESIGN.md measured or quotes; they are only needed to be right in
+proportion, since on a GPU measured time can replace them (``measure=`` of
+the search).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mirage_xdsl.gpu_target import H100, Target
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.search.ugraph import (
     ELEMENTWISE,
@@ -33,29 +36,6 @@ from mirage_xdsl.search.ugraph import (
     block_shapes,
     kernel_shapes,
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str = "H100"
-    sms: int = 132
-    dram_bandwidth: float = 3.0e12
-    l2_bandwidth: float = 7.0e12
-    l2_bytes: int = 50 * 2**20
-    sm_dram_bandwidth: float = 70e9
-    """What one SM can pull from memory on its own."""
-    smem_bandwidth_per_sm: float = 128 * 1.755e9
-    tensor_flops: float = 750e12
-    cuda_flops: float = 60e12
-    launch_seconds: float = 2e-6
-    load_latency_seconds: float = 0.7e-6
-    """Round trip of a block's first tile load, before any compute can start."""
-    iteration_seconds: float = 0.02e-6
-    """Synchronisation per for-loop iteration (pipelined loads hide the rest)."""
-    shared_memory_per_block: int = 227 * 1024
-
-
-H100 = Target()
 
 ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ACCUMULATOR_BYTES = 4

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mirage_xdsl.dialects import shapes
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_search import BlockCandidate, Layout, Sizes
 from mirage_xdsl.search.options import SearchOptions
@@ -133,8 +134,8 @@ def numel(xs: Sequence[int]) -> int:
 
 
 def _preference(sizes: Sizes, layout: Layout, axis_sizes: dict) -> float:
-    """Tiles near 64 and a grid near one wave of 132 SMs come first."""
-    score = abs(math.log2(max(numel(sizes.grid), 1) / 132))
+    """Tiles near 64 and a grid near one wave of the H100's SMs come first."""
+    score = abs(math.log2(max(numel(sizes.grid), 1) / H100.sms))
     for g, token in zip(sizes.grid, layout.grid, strict=False):
         if L.is_axis(token) and axis_sizes[token] > SMALL_AXIS:
             tile = axis_sizes[token] // g
