@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,8 +41,106 @@ def test_gpu_check_compile_only_runs_through_its_worker(tmp_path) -> None:
     assert not list(tmp_path.glob("*.jsonl"))
 
 
-def test_device_run_script_parses() -> None:
-    subprocess.run(["bash", "-n", str(ROOT / "tools" / "device_run.sh")], check=True)
+def _device_run(
+    tmp_path: Path, *args: str, python: str = "", **env: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run a copy of tools/device_run.sh in ``tmp_path/repo`` (the script works
+    from the folder above its own), with a fake Python: a bash script whose
+    body is ``python``, which logs each call to ``python.calls``."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "tools" / "device_run.sh", repo / "tools")
+    fake = tmp_path / "python"
+    fake.write_text(
+        f'#!/usr/bin/env bash\necho "$*" >> {tmp_path / "python.calls"}\n{python}\n'
+    )
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("BENCH_CACHE", "BENCH_BUDGET")
+    }
+    proc = subprocess.run(
+        ["bash", str(repo / "tools" / "device_run.sh"), *args],
+        env={**clean, "OUT": str(out), "PYTHON": str(fake), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc, out
+
+
+def _python_calls(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "python.calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_device_run_refuses_an_unknown_stage(tmp_path) -> None:
+    proc, out = _device_run(tmp_path, "frobnicate")
+    line = (
+        "device_run: unknown stage 'frobnicate' (install|test|check|search|bench|all)\n"
+    )
+    assert proc.returncode == 2 and proc.stdout == line
+    assert (out / "device_run.log").read_text() == line
+    assert _python_calls(tmp_path) == []
+
+
+def test_device_run_install_needs_the_wheels(tmp_path) -> None:
+    proc, _ = _device_run(tmp_path, "install")
+    assert proc.returncode == 1, proc.stdout
+    assert "device_run: no wheels in .device/wheels; build them first" in proc.stdout
+    assert "=== device_run: install exit 1" in proc.stdout
+    assert _python_calls(tmp_path) == []
+
+
+@pytest.mark.parametrize("rc", [0, 3])
+def test_device_run_check_passes_its_options_and_its_outcome(tmp_path, rc) -> None:
+    proc, out = _device_run(
+        tmp_path, "check", "--only", "two_kernels", python=f"exit {rc}"
+    )
+    assert _python_calls(tmp_path) == [
+        f"tools/gpu_check.py --out {out} --only two_kernels"
+    ]
+    assert f"=== device_run: check exit {rc}\n" in proc.stdout
+    assert proc.returncode == (0 if rc == 0 else 1)
+    assert (out / "device_run.log").read_text() == proc.stdout
+
+
+def test_device_run_search_and_bench_carry_the_cache_between_calls(tmp_path) -> None:
+    """A first call's searches leave their cache in bench-cache.tar.gz; a
+    second call on a fresh copy starts from it (BENCH_CACHE) and packs both."""
+    import tarfile
+
+    record = (
+        'mkdir -p "$MIRAGE_CACHE_DIR/search"\n'
+        'n=$(ls "$MIRAGE_CACHE_DIR/search" | wc -l)\n'
+        'touch "$MIRAGE_CACHE_DIR/search/entry$((n + 1))"'
+    )
+
+    def packed(out: Path) -> set[str]:
+        with tarfile.open(out / "bench-cache.tar.gz") as tar:
+            return {Path(n).name for n in tar.getnames() if "entry" in n}
+
+    first = tmp_path / "first"
+    proc, out = _device_run(first, "search", "--batches", "1", python=record)
+    assert proc.returncode == 0, proc.stdout
+    cache = first / "repo" / ".bench-cache"
+    assert _python_calls(first) == [
+        f"tools/bench.py --out {out} --search-only --batches 1 "
+        f"--search-cache {cache}/search"
+    ]
+    assert packed(out) == {"entry1"}
+
+    second = tmp_path / "second"
+    archive = str(out / "bench-cache.tar.gz")
+    proc, out = _device_run(
+        second, "bench", python=record, BENCH_CACHE=archive, BENCH_BUDGET="120"
+    )
+    assert proc.returncode == 0, proc.stdout
+    cache = second / "repo" / ".bench-cache"
+    assert _python_calls(second) == [
+        f"tools/bench.py --out {out} --budget 120 --search-cache {cache}/search"
+    ]
+    assert packed(out) == {"entry1", "entry2"}
 
 
 def test_mlir_file_naming(tmp_path) -> None:
@@ -113,12 +213,64 @@ def test_markdown_names_failed_candidates() -> None:
     )
 
 
-def test_plot_writes_or_explains(tmp_path) -> None:
+def test_plot_explains_without_matplotlib(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     message = bench.plot([_config()], tmp_path / "bench.png")
-    if "skipped" in message:
-        assert "matplotlib" in message
-    else:
-        assert (tmp_path / "bench.png").stat().st_size > 0
+    assert message == "bench.png skipped: matplotlib is not installed"
+    assert not (tmp_path / "bench.png").exists()
+
+
+def test_plot_draws_each_form_that_ran(tmp_path, monkeypatch) -> None:
+    """With a stand-in for matplotlib: one bar per series that has a timing
+    (the skipped compile, the failed SDPA math and the absent max-autotune
+    have none), the best of each kind, saved with the Agg backend."""
+    import types
+
+    drawn: dict = {"bars": {}, "backend": None, "saved": None}
+
+    class Axes:
+        def bar(self, xs, ys, width, label) -> None:
+            drawn["bars"][label] = list(ys)
+
+        def set_ylim(self, bottom) -> None:
+            drawn["bottom"] = bottom
+
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: None
+
+    class Figure:
+        def tight_layout(self) -> None:
+            pass
+
+        def savefig(self, path, dpi) -> None:
+            drawn["saved"] = path
+            Path(path).write_bytes(b"stand-in")
+
+    matplotlib = types.ModuleType("matplotlib")
+    pyplot = types.ModuleType("matplotlib.pyplot")
+    matplotlib.use = lambda backend: drawn.update(backend=backend)
+    pyplot.subplots = lambda figsize: (Figure(), Axes())
+    matplotlib.pyplot = pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+
+    path = tmp_path / "bench.png"
+    assert bench.plot([_config()], path) == f"wrote {path}"
+    assert drawn["backend"] == "Agg" and drawn["saved"] == path
+    assert drawn["bars"] == {
+        "ours (the search's µGraph)": [4.0],
+        "hand-written (best)": [3.0],
+        "eager": [35.0],
+        "SDPA (best)": [8.0],
+    }
+    assert drawn["bottom"] == 1.5  # half the lowest bar, on the log scale
+
+
+def test_plot_writes_a_png(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    message = bench.plot([_config()], tmp_path / "bench.png")
+    assert message == f"wrote {tmp_path / 'bench.png'}"
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(
