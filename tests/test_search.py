@@ -112,12 +112,37 @@ def test_batch_eight() -> None:
     assert_same_function(program, outcome)
 
 
+TWO_KERNELS = """
+func.func @f(%x: tensor<16x64xf16>, %y: tensor<16x64xf16>) -> tensor<16x64xf16> {
+  %e = kernel.exp %x : tensor<16x64xf16> -> tensor<16x64xf16>
+  %z = kernel.mul %e, %y : tensor<16x64xf16>, tensor<16x64xf16> -> tensor<16x64xf16>
+  func.return %z : tensor<16x64xf16>
+}
+"""
+
+
 def test_report_counts() -> None:
-    _, outcome = search("rmsnorm_linear")
+    """Two element-wise kernels fuse in a search of a second or so: the report
+    counts each stage, and its summary line carries those counts."""
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
+
+    program = parse(make_context(), TWO_KERNELS, "two_kernels.mlir")
+    outcome = superoptimize_function(
+        entry_function(program), SearchOptions(**FAST), cache_dir="none"
+    )
     r = outcome.report
     assert r.explored > r.pruned > 0
-    assert r.verified >= 1 and r.kernels_after == 1
-    assert "graphs explored" in r.summary()
+    assert r.screened >= r.verified >= 1 and r.verifier == "finite-field"
+    assert (r.kernels_before, r.kernels_after) == (2, 1) and not r.cached
+    assert r.best_cost < r.input_cost
+    summary = r.summary()
+    assert summary.startswith(
+        f"superoptimize @f: {r.explored} graphs explored, "
+        f"{r.pruned} pruned by abstract expression, "
+    )
+    assert f", {r.verified} verified (finite-field); kernels 2 -> 1; " in summary
+    assert_same_function(program, outcome)
 
 
 def test_result_independent_of_workers() -> None:
