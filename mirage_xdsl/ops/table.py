@@ -58,6 +58,7 @@ MATH: dict[str, MathFn] = {
         MathFn("sqrt", "SqrtOp", "sqrtf", np.sqrt),
         MathFn("tanh", "TanhOp", "tanhf", np.tanh),
         MathFn("erf", "ErfOp", "erff", erf),
+        MathFn("log", "LogOp", "logf", np.log),
     )
 }
 """Scalar functions the GPU code of an op may call (``arith.math(name, x)``)."""
@@ -305,6 +306,18 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
             a, x, a.math("erf", a.mul(x, a.const(SQRT_HALF, x)))
         ),
         interval=increasing(gelu_erf),
+    ),
+    OpSpec(
+        "log",
+        Form.UNARY,
+        "Element-wise natural logarithm.",
+        flops=4,
+        real=np.log,
+        field=KEYED,
+        triton="tl.log({x})",
+        cuda=lambda a, x: a.math("log", x),
+        torch=("log",),
+        interval=increasing(np.log),
     ),
     # --- structure: semantics live with the partition walker -----------------
     OpSpec(
