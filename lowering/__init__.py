@@ -5,8 +5,9 @@ Prerequisites, as passes: ``default_customize`` (a bare kernel op becomes a
 
 - Triton (the default): ``triton_legalize`` (the pass that makes a program
   Triton can build), ``triton_tiles`` (padded tile shapes), ``triton_printer``
-  (one ``@triton.jit`` kernel per customized op) and ``triton`` (the program
-  and the ``-t triton`` target).
+  (one ``@triton.jit`` kernel per customized op, with ``triton_values``,
+  ``triton_buffers``, ``triton_plan`` and ``triton_accums``) and ``triton``
+  (the program and the ``-t triton`` target).
 - CUDA C: ``lower_to_gpu`` (the pass to the ``gpux`` dialect) builds each kernel
   with ``kernel_lowering``, from its ``schedule``, ``shared_plan``,
   ``tile_copies``, ``block_ops``, ``matmul`` and ``accumulators``, on

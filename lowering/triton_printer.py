@@ -29,27 +29,36 @@ finished, so the runtime may launch it programmatically and hide the launch
 latency between a µGraph's kernels. Both are no-ops for a plain launch.
 
 What a kernel computes from the program's own inputs alone, which no kernel
-writes, it computes before the wait (``plan_early``): the loads and partial
-sums of those inputs then overlap the kernel ahead. A split-K combine sums the
-squares of X's row for RMSNorm there, while the partial products are still
-being made. The early part has its own pass of the for-loop; stores, and
+writes, it computes before the wait (``triton_plan.early_ops``): the loads and
+partial sums of those inputs then overlap the kernel ahead. A split-K combine
+sums the squares of X's row for RMSNorm there, while the partial products are
+still being made. The early part has its own pass of the for-loop; stores, and
 any per-iteration value that something after the wait uses, stay after it.
+
+The printer is split by concept: ``triton_values`` (what is known of a value,
+its padding, and the tile moves every op printer makes), ``triton_buffers``
+(the named buffers a kernel's lines go to), ``triton_plan`` (what is decided
+before printing: fused accumulators, the early ops, the scratch layout),
+``triton_accums`` (the for-loop accumulators) and this module (the other ops,
+and the kernel assembled from its buffers).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from math import prod
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.ir.diagnostics import OpVerifyError
-from mirage_xdsl.lowering.aliases import is_alias
-from mirage_xdsl.lowering.triton_buffers import IndentedBuffer, KernelBody
-from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR, TILE_ATTR
+from mirage_xdsl.lowering.triton_accums import AccumPrinter
+from mirage_xdsl.lowering.triton_buffers import IndentedBuffer
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR
+from mirage_xdsl.lowering.triton_plan import plan_kernel
 from mirage_xdsl.lowering.triton_values import (
     Padding,
     Value,
@@ -68,143 +77,23 @@ POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
 
 
-@dataclass
-class KernelPrinter:
+class KernelPrinter(AccumPrinter):
     """Prints one customized op; ``print()`` returns the kernel's source."""
 
-    op: kernel.CustomizedOp
-    name: str
-    params: list[str] = field(default_factory=list)
-    body: KernelBody = field(default_factory=KernelBody)
-    early: bool = False
-    """Whether the op being printed runs before the wait (``plan_early``)."""
-    values: dict[SSAValue, Value] = field(default_factory=dict)
-    counter: int = 0
-    scratch_elems: int = 0
-    """fp32 elements of global scratch each block needs (for concatenations)."""
-
-    def __post_init__(self) -> None:
-        self.grid = self.op.grid_dims
-        self.forloop = self.op.forloop
-        self.phases = phases_of(self.op)
-        self.arg_names = {a: f"in{i}" for i, a in enumerate(self.op.entry.args)}
+    def __init__(self, op: kernel.CustomizedOp, name: str) -> None:
+        super().__init__(op)
+        self.name = name
+        self.arg_names = {a: f"in{i}" for i, a in enumerate(op.entry.args)}
         self.params = [*self.arg_names.values()]
-        self.params += [f"out{j}" for j in range(len(self.op.results))]
+        self.params += [f"out{j}" for j in range(len(op.results))]
         self.wide = any(
-            prod(t.tensor_shape(v)) >= INT32_LIMIT
-            for v in [*self.op.operands, *self.op.results]
+            prod(t.tensor_shape(v)) >= INT32_LIMIT for v in [*op.operands, *op.results]
         )
-        self.fused_accums: dict[block.MatmulOp, block.ForloopAccumOp] = {}
-        self.shift_weight_names: dict[SSAValue, tuple[str, str]] = {}
-        """Per shift of a shifted accumulation: the names of this iteration's
-        weights for the old sums and the new term (``shift_weights``)."""
-        outputs = [op for op in self.op.entry.ops if isinstance(op, block.OutputOp)]
-        self.output_index = {op: i for i, op in enumerate(outputs)}
+        outputs = [o for o in op.entry.ops if isinstance(o, block.OutputOp)]
+        self.output_index = {o: i for i, o in enumerate(outputs)}
         """Each ``block.output``'s result number."""
-
-    # -- helpers ------------------------------------------------------------
-
-    def fresh(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
-    def emit(self, phase: Phase, line: str) -> None:
-        """Write ``line`` into the buffer of ``phase`` of the op being printed."""
-        self.body.section(phase, self.early).writeline(line)
-
-    def masked(self, v: Value, phase: Phase) -> Value:
-        """``v`` with every padded lane zero (fp32)."""
-        mask = valid_mask(v.real, v.padded)
-        if v.clean or mask is None:
-            return v
-        name = self.fresh("m")
-        self.emit(phase, f"{name} = tl.where({mask}, {v.f32}, 0.0)")
-        return v.computed(name, padding=Padding.ZERO)
-
-    def collapse(self, v: Value, dims: list[int], phase: Phase) -> Value:
-        """Keep only index 0 along ``dims`` (real extent 1 held in a padded dim)."""
-        rank = len(v.padded)
-        x = v.f32
-        padded = list(v.padded)
-        for d in dims:
-            name = self.fresh("c")
-            self.emit(
-                phase,
-                f"{name} = tl.sum(tl.where({arange(padded[d], d, rank)} == 0, {x}, 0.0), "
-                f"axis={d}, keep_dims=True)",
-            )
-            padded[d] = 1
-            x = name
-        return v.computed(x, padded=tuple(padded))
-
-    def to_shape(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
-        """``v`` as a tensor of shape ``padded`` (broadcast, or collapsed then
-        broadcast where a real extent 1 sits in a longer padded dim)."""
-        if v.padded == padded:
-            return v
-        shrink = [
-            d
-            for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
-            if a != b and a != 1
-        ]
-        if shrink:
-            assert all(v.real[d] == 1 for d in shrink), (v, padded)
-            v = self.collapse(v, shrink, phase)
-        if v.padded == padded:
-            return v
-        name = self.fresh("b")
-        self.emit(phase, f"{name} = tl.broadcast_to({v.f32}, {shape_str(padded)})")
-        grows = any(
-            a == 1 and b > r for a, b, r in zip(v.padded, padded, v.real, strict=True)
-        )
-        return v.computed(
-            name, padded=padded, padding=Padding.zero_if(v.clean and not grows)
-        )
-
-    def broadcastable(
-        self, v: Value, real: tuple[int, ...], padded: tuple[int, ...], phase: Phase
-    ) -> Value:
-        """``v`` as an operand Triton broadcasts to a result of real shape
-        ``real`` held in ``padded``: a dim where ``v`` has real extent 1 against
-        a longer result is collapsed to extent 1 first, since its padding lanes
-        hold zeros, not copies."""
-        shrink = [
-            d
-            for d in range(len(padded))
-            if v.padded[d] > 1 and (v.padded[d] != padded[d] or v.real[d] < real[d])
-        ]
-        return self.collapse(v, shrink, phase) if shrink else v
-
-    def tile_of(self, op: Operation) -> tuple[int, ...]:
-        attr = op.attributes.get(TILE_ATTR)
-        if attr is None:
-            raise OpVerifyError(
-                op, f"'{op.name}' has no '{TILE_ATTR}'; run legalize-for-triton first"
-            )
-        return tuple(attr.get_values())  # type: ignore[attr-defined]
-
-    def define(
-        self,
-        op: Operation,
-        phase: Phase,
-        expr: str,
-        natural: tuple[int, ...],
-        padding: Padding,
-    ) -> None:
-        """Bind op's result to ``expr`` (shape ``natural``), fitted to its tile."""
-        result = op.results[0]
-        padded = self.tile_of(op)
-        real = t.tensor_shape(result)
-        name = self.fresh("v")
-        self.emit(phase, f"{name} = {expr}  # {op.name}")
-        v = Value(
-            name=name,
-            real=real,
-            padded=natural,
-            padding=padding,
-            dtype=dtype_name(result),
-        )
-        self.values[result] = self.to_shape(v, padded, phase)
+        self.plan = plan_kernel(op, self.phases)
+        self.fused_accums_by_accum = {a: m for m, a in self.plan.fused_accums.items()}
 
     # -- ops ----------------------------------------------------------------
 
@@ -370,8 +259,7 @@ class KernelPrinter:
         b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
         natural = (*a.padded[:-1], b.padded[-1])
         padding = Padding.zero_if(a.clean and b.clean)
-        form = op.attributes.get(MATMUL_ATTR)
-        if form is not None and form.data == "fma":  # type: ignore[attr-defined]
+        if op.attributes.get(MATMUL_ATTR) == StringAttr("fma"):
             expr = (
                 f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
                 f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
@@ -392,7 +280,7 @@ class KernelPrinter:
             )
             xa = f"tl.reshape({xa}, {shape_str(shape_a)})"
             xb = f"tl.reshape({xb}, {shape_str(shape_b)})"
-        accum = self.fused_accums.get(op)
+        accum = self.plan.fused_accums.get(op)
         if accum is not None and rank == 2:
             result = accum.results[0]
             acc = self.values[result].name
@@ -445,8 +333,8 @@ class KernelPrinter:
         base = self.fresh("s")
         self.emit(
             phase,
-            f"{base} = scratch + ({self.block_index()}) * {self.scratch_elems}"
-            f" + {self.scratch_start[op]}",
+            f"{base} = scratch + ({self.block_index()}) * {self.plan.scratch_elems}"
+            f" + {self.plan.scratch_start[op]}",
         )
         self.emit(phase, "tl.debug_barrier()")
         shift = 0
@@ -465,259 +353,11 @@ class KernelPrinter:
         load += f", mask={mask}, other=0.0)" if mask else ")"
         self.define(op, phase, load, padded, Padding.ZERO)
 
-    def print_fused_accum(self, op: block.ForloopAccumOp) -> None:
-        """The zeroed accumulator a matmul adds into with ``tl.dot``."""
-        padded = self.tile_of(op)
-        acc = self.fresh("acc")
-        self.emit(
-            Phase.INVARIANT,
-            f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-            f"# {op.name} none, fed by tl.dot",
-        )
-        self.values[op.result] = Value(
-            name=acc,
-            real=t.tensor_shape(op.result),
-            padded=padded,
-            padding=Padding.ANY,
-            dtype=dtype_name(op.result),
-        )
-
-    def shift_weights(self, shift: SSAValue) -> tuple[str, str]:
-        """This iteration's weights for a shift: ``exp(run - new)`` for what
-        is summed so far and ``exp(shift - new)`` for the new term, ``new``
-        being the running maximum with this iteration's shift included.
-
-        Accumulators with the same shift share the running maximum; it takes
-        its new value at the end of the iteration, after all of them read the
-        old one."""
-        if shift not in self.shift_weight_names:
-            m = self.values[shift]
-            m = self.to_shape(m, self.tile_of(shift.owner), Phase.LOOP)  # type: ignore[arg-type]
-            run, new = self.fresh("run"), self.fresh("top")
-            old_w, new_w = self.fresh("wold"), self.fresh("wnew")
-            self.emit(
-                Phase.INVARIANT,
-                f"{run} = tl.full({shape_str(m.padded)}, float('-inf'), tl.float32)"
-                "  # running maximum of a shift",
-            )
-            self.emit(Phase.LOOP, f"{new} = tl.maximum({run}, {m.f32})")
-            self.emit(Phase.LOOP, f"{old_w} = tl.exp({run} - {new})")
-            self.emit(Phase.LOOP, f"{new_w} = tl.exp({m.f32} - {new})")
-            self.body.loop_tail.writeline(f"{run} = {new}")
-            self.shift_weight_names[shift] = (old_w, new_w)
-        return self.shift_weight_names[shift]
-
-    def print_shifted_accum(self, op: block.ForloopAccumOp) -> None:
-        """The online softmax's accumulation: every iteration scales the sum
-        so far by ``exp(run - new)`` and adds the new term scaled by
-        ``exp(shift - new)``, so it always holds the terms weighted by
-        ``exp(shift_t - running maximum)``; after the loop the maximum is the
-        shift's maximum over all iterations, as ``block.forloop_accum`` says.
-
-        Padded rows may hold any finite shift, so the result is not taken to
-        be clean."""
-        assert op.shift is not None
-        x = self.values[op.input]
-        padded = self.tile_of(op)
-        real = t.tensor_shape(op.result)
-        rank = len(real)
-        acc = self.fresh("acc")
-        self.emit(
-            Phase.INVARIANT,
-            f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-            f"# {op.name} {op.reduction}, shifted",
-        )
-        if op.reduction == "none":
-            term = x.computed(x.f32)
-        else:
-            v = self.masked(x, Phase.LOOP) if x.padded[-1] > x.real[-1] else x
-            name = self.fresh("u")
-            self.emit(
-                Phase.LOOP, f"{name} = tl.sum({v.f32}, axis={rank - 1}, keep_dims=True)"
-            )
-            term = Value(
-                name=name,
-                real=real,
-                padded=(*v.padded[:-1], 1),
-                padding=v.padding,
-                dtype=x.dtype,
-            )
-        term = self.to_shape(term, padded, Phase.LOOP)
-        old_w, new_w = self.shift_weights(op.shift)
-        self.emit(Phase.LOOP, f"{acc} = {acc} * {old_w} + {term.f32} * {new_w}")
-        self.values[op.result] = Value(
-            name=acc,
-            real=real,
-            padded=padded,
-            padding=Padding.ANY,
-            dtype=dtype_name(op.result),
-        )
-
-    def print_accum(self, op: block.ForloopAccumOp) -> None:
-        if op.shift is not None and Phase.LOOP in (
-            self.phases[op.input],
-            self.phases[op.shift],
-        ):
-            self.print_shifted_accum(op)
-            return
-        # A shift that is the same on every iteration weights each by 1.
-        x = self.values[op.input]
-        source_phase = self.phases[op.input]
-        padded = self.tile_of(op)
-        real = t.tensor_shape(op.result)
-        rank = len(real)
-        kind = op.reduction
-        last = x.real[-1]
-
-        def reduced(v: Value, phase: Phase) -> tuple[str, tuple[int, ...], Padding]:
-            if kind == "none":
-                return v.f32, v.padded, v.padding
-            v = self.masked(v, phase) if v.padded[-1] > v.real[-1] else v
-            arg = v.f32
-            if kind == "rms":
-                arg = f"{arg} * {arg}"
-            natural = (*v.padded[:-1], 1)
-            return f"tl.sum({arg}, axis={rank - 1}, keep_dims=True)", natural, v.padding
-
-        if source_phase == Phase.LOOP:
-            acc = self.fresh("acc")
-            self.emit(
-                Phase.INVARIANT,
-                f"{acc} = tl.zeros({shape_str(padded)}, dtype=tl.float32)  "
-                f"# {op.name} {kind}",
-            )
-            dtype = dtype_name(op.result)
-            expr, natural, padding = reduced(x, Phase.LOOP)
-            tmp = Value(
-                name=self.fresh("u"),
-                real=real,
-                padded=natural,
-                padding=padding,
-                dtype=dtype,
-            )
-            self.emit(Phase.LOOP, f"{tmp.name} = {expr}")
-            tmp = self.to_shape(tmp, padded, Phase.LOOP)
-            self.emit(Phase.LOOP, f"{acc} += {tmp.name}")
-            self.values[op.result] = Value(
-                name=acc, real=real, padded=padded, padding=tmp.padding, dtype=dtype
-            )
-            count = last * self.forloop
-        else:
-            expr, natural, padding = reduced(x, Phase.POST)
-            scale = self.forloop if kind in ("none", "sum") else 1
-            count = last
-            name = self.fresh("acc")
-            self.emit(
-                Phase.POST, f"{name} = {expr}" + (f" * {scale}.0" if scale > 1 else "")
-            )
-            tmp = self.to_shape(
-                Value(
-                    name=name,
-                    real=real,
-                    padded=natural,
-                    padding=padding,
-                    dtype=dtype_name(op.result),
-                ),
-                padded,
-                Phase.POST,
-            )
-            self.values[op.result] = tmp
-        if kind in ("mean", "rms"):
-            v = self.values[op.result]
-            name = self.fresh("v")
-            finish = f"{v.name} / {count}.0"
-            self.emit(
-                Phase.POST,
-                f"{name} = " + (f"tl.sqrt({finish})" if kind == "rms" else finish),
-            )
-            self.values[op.result] = v.computed(name, padded=padded)
-
     # -- whole kernel -------------------------------------------------------
 
-    def plan_fused_accums(self) -> None:
-        """Matmuls whose only user is a plain accumulator add into it with ``tl.dot``."""
-        for op in self.op.entry.ops:
-            if (
-                isinstance(op, block.ForloopAccumOp)
-                and op.reduction == "none"
-                and not op.shifted
-                and self.phases[op.input] == Phase.LOOP
-                and isinstance(op.input.owner, block.MatmulOp)
-                and op.input.has_one_use()
-                and len(t.tensor_shape(op.input)) == 2
-            ):
-                mm = op.input.owner
-                form = mm.attributes.get(MATMUL_ATTR)
-                if form is not None and form.data == "dot":  # type: ignore[attr-defined]
-                    self.fused_accums[mm] = op
-
-    def reads_program_input(self, op: block.InputOp) -> bool:
-        """Whether ``op`` loads one of the program's own inputs (through any
-        reshapes), which no kernel of the program writes."""
-        value = self.op.operands[self.op.entry.args.index(op.source)]
-        while isinstance(value.owner, Operation) and is_alias(value.owner):
-            value = value.owner.operands[0]
-        return not isinstance(value.owner, Operation)
-
-    def plan_early(self) -> set[Operation]:
-        """The ops that run before ``gdc_wait()``: those computed from the
-        program's inputs alone, less any per-iteration value that something
-        after the wait uses (the early part has its own pass of the loop, so
-        its per-iteration values do not reach the second). Outputs,
-        concatenations (block scratch) and online-softmax accumulators (their
-        running maximum ends each iteration) stay after the wait."""
-        ops = list(self.op.entry.ops)
-        if any(isinstance(op, block.ForloopAccumOp) and op.shifted for op in ops):
-            return set()
-        independent: set[Operation] = set()
-        for op in ops:
-            if isinstance(op, block.InputOp):
-                if self.reads_program_input(op):
-                    independent.add(op)
-            elif not isinstance(op, (block.OutputOp, t.ConcatBase)):
-                if all(v.owner in independent for v in op.operands):
-                    independent.add(op)
-        early = set(independent)
-        changed = True
-        while changed:
-            changed = False
-            for op in ops:
-                if op in early and not self.stays_early(op, early):
-                    early.discard(op)
-                    changed = True
-        return early
-
-    def stays_early(self, op: Operation, early: set[Operation]) -> bool:
-        """Whether ``op`` may run before the wait when ``early`` do: its
-        operands are made there, and a per-iteration value is used only there
-        (with one iteration there is no loop to pass twice)."""
-        made = all(
-            v.owner in early for v in op.operands if isinstance(v.owner, Operation)
-        )
-        in_loop = self.forloop > 1 and any(
-            self.phases[r] == Phase.LOOP for r in op.results
-        )
-        return made and (
-            not in_loop
-            or all(use.operation in early for r in op.results for use in r.uses)
-        )
-
-    def plan_scratch(self) -> None:
-        """Each concatenation's start in the block's slice of global scratch
-        (its result tile, in program order), and the slice's size."""
-        self.scratch_start: dict[Operation, int] = {}
-        for op in self.op.entry.ops:
-            if isinstance(op, t.ConcatBase):
-                self.scratch_start[op] = self.scratch_elems
-                self.scratch_elems += prod(t.tensor_shape(op.results[0]))
-
     def print(self) -> str:
-        self.plan_scratch()
-        self.plan_fused_accums()
-        self.fused_accums_by_accum = {a: m for m, a in self.fused_accums.items()}
-        early = self.plan_early()
         for op in self.op.entry.ops:
-            self.early = op in early
+            self.early = op in self.plan.early
             self.print_op(op)
         return self.assemble()
 
@@ -731,8 +371,8 @@ class KernelPrinter:
             if op not in self.fused_accums_by_accum:
                 self.print_accum(op)
         elif isinstance(op, block.MatmulOp):
-            if op in self.fused_accums:
-                self.print_fused_accum(self.fused_accums[op])
+            if op in self.plan.fused_accums:
+                self.print_fused_accum(self.plan.fused_accums[op])
             self.print_matmul(op)
         elif isinstance(op, t.ReduceSumBase):
             self.print_reduce(op)
@@ -756,7 +396,7 @@ class KernelPrinter:
         """The kernel: its header, the grid dependency control and the body's
         buffers joined in order."""
         grid, forloop = self.grid, self.forloop
-        params = self.params + (["scratch"] if self.scratch_elems else [])
+        params = self.params + (["scratch"] if self.plan.scratch_elems else [])
         code = IndentedBuffer()
         code.writeline("@triton.jit")
         code.writeline(f"def {self.name}({', '.join(params)}):")
@@ -810,7 +450,7 @@ def print_kernel(op: kernel.CustomizedOp, name: str) -> PrintedKernel:
     """The ``@triton.jit`` source of a legalised customized op."""
     printer = KernelPrinter(op, name)
     source = printer.print()
-    return PrintedKernel(source, printer.scratch_elems)
+    return PrintedKernel(source, printer.plan.scratch_elems)
 
 
 def kernel_source(op: kernel.CustomizedOp, name: str) -> str:

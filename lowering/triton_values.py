@@ -1,20 +1,28 @@
-"""What the Triton printer knows of a value, and the index text of its tiles.
+"""What the Triton printer knows of a value, and how it moves register tiles.
 
 Every value of a kernel is a register tensor of its padded shape. A
 :class:`Value` names it and says what its padded lanes hold
 (:class:`Padding`): a sum over a padded dim reads them, so padding that is not
-zero must be masked away first. The functions below print the ``tl.arange``
-index expressions, masks and offsets of padded tiles.
+zero must be masked away first. The functions here print the ``tl.arange``
+index expressions, masks and offsets of padded tiles; :class:`TileKernel`, the
+base of the kernel printer, holds the values and prints the masking,
+collapsing and broadcasting every op printer needs.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from itertools import count
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
+from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import Phase, phases_of
+from mirage_xdsl.ir.diagnostics import OpVerifyError
+from mirage_xdsl.lowering.triton_buffers import KernelBody
+from mirage_xdsl.lowering.triton_legalize import TILE_ATTR
 
 
 class Padding(enum.Enum):
@@ -135,3 +143,125 @@ def valid_mask(real: tuple[int, ...], padded: tuple[int, ...]) -> str | None:
         if p > r
     ]
     return " & ".join(terms) if terms else None
+
+
+class TileKernel:
+    """A kernel being printed, value by value: its body's buffers, the
+    :class:`Value` of each SSA value printed so far and fresh names, with the
+    moves every op printer makes on register tiles (mask the padding,
+    collapse a dim, broadcast, bind a result to its tile)."""
+
+    def __init__(self, op: kernel.CustomizedOp) -> None:
+        self.op = op
+        self.grid = op.grid_dims
+        self.forloop = op.forloop
+        self.phases = phases_of(op)
+        self.body = KernelBody()
+        self.values: dict[SSAValue, Value] = {}
+        self.early = False
+        """Whether the op being printed runs before the wait."""
+        self._names = count(1)
+
+    def fresh(self, prefix: str) -> str:
+        """A new variable name, ``prefix`` then a number unique in the kernel."""
+        return f"{prefix}{next(self._names)}"
+
+    def emit(self, phase: Phase, line: str) -> None:
+        """Write ``line`` into the buffer of ``phase`` of the op being printed."""
+        self.body.section(phase, self.early).writeline(line)
+
+    def masked(self, v: Value, phase: Phase) -> Value:
+        """``v`` with every padded lane zero (fp32)."""
+        mask = valid_mask(v.real, v.padded)
+        if v.clean or mask is None:
+            return v
+        name = self.fresh("m")
+        self.emit(phase, f"{name} = tl.where({mask}, {v.f32}, 0.0)")
+        return v.computed(name, padding=Padding.ZERO)
+
+    def collapse(self, v: Value, dims: list[int], phase: Phase) -> Value:
+        """Keep only index 0 along ``dims`` (real extent 1 held in a padded dim)."""
+        rank = len(v.padded)
+        x = v.f32
+        padded = list(v.padded)
+        for d in dims:
+            name = self.fresh("c")
+            self.emit(
+                phase,
+                f"{name} = tl.sum(tl.where({arange(padded[d], d, rank)} == 0, {x}, 0.0), "
+                f"axis={d}, keep_dims=True)",
+            )
+            padded[d] = 1
+            x = name
+        return v.computed(x, padded=tuple(padded))
+
+    def to_shape(self, v: Value, padded: tuple[int, ...], phase: Phase) -> Value:
+        """``v`` as a tensor of shape ``padded`` (broadcast, or collapsed then
+        broadcast where a real extent 1 sits in a longer padded dim)."""
+        if v.padded == padded:
+            return v
+        shrink = [
+            d
+            for d, (a, b) in enumerate(zip(v.padded, padded, strict=True))
+            if a != b and a != 1
+        ]
+        if shrink:
+            assert all(v.real[d] == 1 for d in shrink), (v, padded)
+            v = self.collapse(v, shrink, phase)
+        if v.padded == padded:
+            return v
+        name = self.fresh("b")
+        self.emit(phase, f"{name} = tl.broadcast_to({v.f32}, {shape_str(padded)})")
+        grows = any(
+            a == 1 and b > r for a, b, r in zip(v.padded, padded, v.real, strict=True)
+        )
+        return v.computed(
+            name, padded=padded, padding=Padding.zero_if(v.clean and not grows)
+        )
+
+    def broadcastable(
+        self, v: Value, real: tuple[int, ...], padded: tuple[int, ...], phase: Phase
+    ) -> Value:
+        """``v`` as an operand Triton broadcasts to a result of real shape
+        ``real`` held in ``padded``: a dim where ``v`` has real extent 1 against
+        a longer result is collapsed to extent 1 first, since its padding lanes
+        hold zeros, not copies."""
+        shrink = [
+            d
+            for d in range(len(padded))
+            if v.padded[d] > 1 and (v.padded[d] != padded[d] or v.real[d] < real[d])
+        ]
+        return self.collapse(v, shrink, phase) if shrink else v
+
+    @staticmethod
+    def tile_of(op: Operation) -> tuple[int, ...]:
+        """The padded shape of ``op``'s result (``legalize-for-triton``)."""
+        attr = op.attributes.get(TILE_ATTR)
+        if attr is None:
+            raise OpVerifyError(
+                op, f"'{op.name}' has no '{TILE_ATTR}'; run legalize-for-triton first"
+            )
+        return tuple(attr.get_values())  # type: ignore[attr-defined]
+
+    def define(
+        self,
+        op: Operation,
+        phase: Phase,
+        expr: str,
+        natural: tuple[int, ...],
+        padding: Padding,
+    ) -> None:
+        """Bind op's result to ``expr`` (shape ``natural``), fitted to its tile."""
+        result = op.results[0]
+        padded = self.tile_of(op)
+        real = t.tensor_shape(result)
+        name = self.fresh("v")
+        self.emit(phase, f"{name} = {expr}  # {op.name}")
+        v = Value(
+            name=name,
+            real=real,
+            padded=natural,
+            padding=padding,
+            dtype=dtype_name(result),
+        )
+        self.values[result] = self.to_shape(v, padded, phase)
