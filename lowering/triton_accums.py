@@ -122,6 +122,7 @@ class AccumPrinter(TileKernel):
         )
 
     def print_accum(self, op: block.ForloopAccumOp) -> None:
+        """A ``block.forloop_accum`` (the module's docstring says how)."""
         if op.shift is not None and Phase.LOOP in (
             self.phases[op.input],
             self.phases[op.shift],

@@ -21,11 +21,13 @@ from softmax_program import (
 )
 
 from mirage_xdsl.dialects import block
+from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.triton import generate_triton
 from mirage_xdsl.lowering.triton_legalize import TILE_ATTR, LegalizeForTritonPass
 from mirage_xdsl.lowering.triton_tiles import next_pow2
+from mirage_xdsl.ops import OPS, Form, elementwise_kinds
 from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.workloads import HANDWRITTEN, WORKLOADS, random_inputs
 
@@ -116,6 +118,29 @@ def test_returning_an_input_is_refused() -> None:
 
     with pytest.raises(MirageError, match="returns an input unchanged"):
         generate_triton(parse(make_context(), text, "f.mlir"))
+
+
+@pytest.mark.parametrize("kind", elementwise_kinds("block"))
+def test_elementwise_ops_print_their_table_form_and_keep_padding_by_it(
+    kind: str,
+) -> None:
+    """Each element-wise op prints its op table form (``OpSpec.triton``), and
+    a sum over a padded dim reads its result unmasked exactly when the table
+    says it maps 0 to 0 (``OpSpec.zero_preserving``)."""
+    spec = OPS[kind]
+    g = new_kernel_graph()
+    x = g.new_input((4, 12))  # the 12 pads to 16
+    bg = new_threadblock_graph((1, 1, 1))
+    bx = bg.new_input(x, (-1, -1, -1))
+    args = {Form.UNARY: (bx,), Form.SCALAR: (bx, 2.0), Form.BINARY: (bx, bx)}
+    y = getattr(bg, kind)(*args[spec.form])
+    bg.new_output(bg.reduce_sum(y, 1), (-1, -1, -1))
+    (out,) = g.customized([x], bg)
+    g.mark_output(out)
+    source = generate_triton(g.module()).source
+    x1 = "x1.to(tl.float32)"
+    assert f"v2 = {spec.triton_expr(x1, x1, '2.0')}  # block.{kind}" in source
+    assert ("tl.where(" in source) == (not spec.zero_preserving)
 
 
 def _interpret(*args: str) -> list[dict]:
