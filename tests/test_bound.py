@@ -11,7 +11,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.printing import module_text
-from mirage_xdsl.search import cost_model, superoptimizer
+from mirage_xdsl.search import cost_model, ranking
 from mirage_xdsl.search.bound import kernel_floor
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
@@ -66,7 +66,7 @@ def test_costed_prefixes_lose_no_candidate_under_the_limit(monkeypatch) -> None:
     candidate under the limit that the unbounded search finds is still found.
     (A slack of 1.3 puts the limit between the cheapest prefixes and the
     dearest at this size.)"""
-    monkeypatch.setattr(superoptimizer, "MEASURED_SLACK", 1.3)
+    monkeypatch.setattr(ranking, "MEASURED_SLACK", 1.3)
     bounded = _search("gqa", 8, _model_time)
     unbounded = _search("gqa", 8, _model_time, bound=False)
     limit = 1.3 * min(c.cost for c in unbounded.candidates if c.screened)

@@ -3,6 +3,8 @@ compiler, the inputs and the timer are stand-ins."""
 
 from __future__ import annotations
 
+import pytest
+
 from mirage_xdsl.runtime import api, measure
 from mirage_xdsl.runtime.driver import GpuError
 
@@ -38,9 +40,34 @@ def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
 
     monkeypatch.setattr(api, "compile", fake_compile)
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
-    timings = measure.time_module(object(), ("triton", "cuda"), FakeTimer())
+    failures: list[str] = []
+    timings = measure.time_module(
+        object(), ("triton", "cuda"), FakeTimer(), failures=failures
+    )
     assert timings == [measure.Timing("triton", 10.0, 5.0)]
     assert all(c.closed for c in built)  # the refused build is released too
+    # ... and why it was left out is kept
+    assert failures == [
+        "cuda run: GpuError: kernel 'k0' needs 239616 B shared memory; "
+        "the GPU allows 232448 B"
+    ]
+
+
+def test_a_backend_that_cannot_build_is_reported_by_the_measure(monkeypatch) -> None:
+    def fake_compile(module, backend):
+        if backend == "cuda":
+            raise ValueError("no CUDA C form for op 'x'\nmore detail")
+        return FakeCompiled(backend)
+
+    monkeypatch.setattr(api, "compile", fake_compile)
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    gpu = measure.GpuMeasure(_timer=FakeTimer())
+    assert gpu(object()) == pytest.approx(5.0e-6)
+    described = gpu.describe()
+    assert described["backend"] == "triton"
+    assert described["failures"] == [
+        "cuda build: ValueError: no CUDA C form for op 'x'"
+    ]
 
 
 def test_a_program_lowered_ahead_is_what_the_cuda_backend_compiles(

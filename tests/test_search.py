@@ -241,12 +241,10 @@ def test_measure_option_of_the_pass() -> None:
 
 
 def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> None:
-    from mirage_xdsl.search.superoptimizer import (
-        Candidate,
-        by_kernel_count,
-        size_variants,
-    )
+    from mirage_xdsl.search.ranking import by_kernel_count
+    from mirage_xdsl.search.report import Candidate
     from mirage_xdsl.search.ugraph import UGraph
+    from mirage_xdsl.search.worker import size_variants
 
     def graph(kernels: int) -> UGraph:
         return UGraph("f", "f16", (), tuple(kernel_op() for _ in range(kernels)), ())
@@ -292,8 +290,10 @@ def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> No
 def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     monkeypatch,
 ) -> None:
-    from mirage_xdsl.search import superoptimizer as so
+    from mirage_xdsl.search import ranking
+    from mirage_xdsl.search.budget import Stop
     from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.report import Candidate, Report
     from mirage_xdsl.search.ugraph import BlockGraph, BlockInput, KernelOp, Op, UGraph
 
     def graph(grid, ops, kernels=1) -> UGraph:
@@ -313,20 +313,22 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     a = graph((4, 1, 1), exp_sq)
     same_as_a = graph((4, 1, 1), sq_exp)  # block ops in another order
     other_grid = graph((8, 1, 1), exp_sq)
-    assert so.shape_key(a) == so.shape_key(same_as_a)
-    assert so.shape_key(a) != so.shape_key(other_grid)
+    assert ranking.shape_key(a) == ranking.shape_key(same_as_a)
+    assert ranking.shape_key(a) != ranking.shape_key(other_grid)
     ranked = [
-        so.Candidate(1.0, a, True),
-        so.Candidate(2.0, same_as_a, True),
-        so.Candidate(3.0, other_grid, True),
-    ] + [so.Candidate(4.0 + i, graph((2**i, 1, 1), exp_sq, 2), True) for i in range(3)]
-    assert [c.cost for c in so.distinct(ranked)] == [1.0, 3.0, 4.0, 5.0, 6.0]
+        Candidate(1.0, a, True),
+        Candidate(2.0, same_as_a, True),
+        Candidate(3.0, other_grid, True),
+    ] + [Candidate(4.0 + i, graph((2**i, 1, 1), exp_sq, 2), True) for i in range(3)]
+    assert [c.cost for c in ranking.distinct(ranked)] == [1.0, 3.0, 4.0, 5.0, 6.0]
 
     # measured selection times the cheapest two of each kernel count, even when
     # the cost model ranks every two-kernel candidate behind the one-kernel
     # ones, and what the model puts above the input but within MEASURED_SLACK
     monkeypatch.setattr(
-        so, "_verified", lambda program, ranked, want, options, report: ranked[:want]
+        ranking,
+        "verified",
+        lambda program, ranked, want, options, report: ranked[:want],
     )
     timed: list[UGraph] = []
 
@@ -334,28 +336,28 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
         timed.extend(g for _, g in pool)
         return pool[0]
 
-    monkeypatch.setattr(so, "_measured_pick", measured_pick)
+    monkeypatch.setattr(ranking, "measured_pick", measured_pick)
     ranked += [
-        so.Candidate(150.0, graph((4, 1, 1), exp_sq, 3), True),
-        so.Candidate(250.0, graph((4, 1, 1), exp_sq, 4), True),
+        Candidate(150.0, graph((4, 1, 1), exp_sq, 3), True),
+        Candidate(250.0, graph((4, 1, 1), exp_sq, 4), True),
     ]
     options = SearchOptions(verify_top=1, measure_top=6)
-    so._pick(None, a, 100.0, ranked, options, lambda m: 1.0, so._Stop(), so.Report("f"))
+    ranking.pick(None, a, 100.0, ranked, options, lambda m: 1.0, Stop(), Report("f"))
     assert [g.kernels for g in timed] == [1, 1, 1, 2, 2, 3, 2]
     timed.clear()  # the cost model alone keeps to what it costs below the input
-    so._pick(None, a, 100.0, ranked, options, None, so._Stop(), so.Report("f"))
+    ranking.pick(None, a, 100.0, ranked, options, None, Stop(), Report("f"))
     assert timed == []
 
 
 def test_parallel_verification_gives_the_serial_answer(monkeypatch) -> None:
-    from mirage_xdsl.search import superoptimizer
+    from mirage_xdsl.search import screening
 
     serial = search("gated_mlp", jobs=1)[1].report
-    monkeypatch.setattr(superoptimizer, "PARALLEL_VERDICT_SECONDS", 0.0)
+    monkeypatch.setattr(screening, "PARALLEL_VERDICT_SECONDS", 0.0)
     pools = []
-    make_pool = superoptimizer._verifier_pool
+    make_pool = screening.verifier_pool
     monkeypatch.setattr(
-        superoptimizer, "_verifier_pool", lambda n: pools.append(n) or make_pool(n)
+        screening, "verifier_pool", lambda n: pools.append(n) or make_pool(n)
     )
     parallel = search("gated_mlp", jobs=2)[1].report
     assert pools == [2]
@@ -467,7 +469,7 @@ def test_safe_attention_fuses_its_softmax() -> None:
 def _blas_threads_after_limit() -> list[int]:
     from threadpoolctl import threadpool_info
 
-    from mirage_xdsl.search.superoptimizer import one_blas_thread
+    from mirage_xdsl.search.pool import one_blas_thread
 
     one_blas_thread()
     return [lib["num_threads"] for lib in threadpool_info()]

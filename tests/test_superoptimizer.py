@@ -224,24 +224,27 @@ POOL_KILL = textwrap.dedent(
     from mirage_xdsl.semantics.interpreter import entry_function
     from mirage_xdsl.ir.printing import module_text
     from mirage_xdsl.search.options import SearchOptions
-    from mirage_xdsl.search.superoptimizer import _Workers
+    from mirage_xdsl.search.pool import Pool
+    from mirage_xdsl.search.worker import init_worker
     from mirage_xdsl.workloads import WORKLOADS
 
     fn = entry_function(WORKLOADS["gated_mlp"].module(1, 16))
-    workers = _Workers(2, module_text(ModuleOp([fn.clone()])), SearchOptions(jobs=2))
-    time.sleep(1.0)  # both idle: one of them waits for a task holding the queue's lock
-    for p in workers.processes:
+    text = module_text(ModuleOp([fn.clone()]))
+    pool = Pool(2, init_worker, (text, SearchOptions(jobs=2), None))
+    time.sleep(1.0)  # both idle, waiting for a task
+    for p in pool.processes:
         os.kill(p.pid, signal.SIGKILL)
-    while not workers.dead():
+    while not pool.broken:
         time.sleep(0.05)
-    workers.close()
+    pool.terminate()
     print("CLOSED")
     """
 )
 
 
 def test_pool_with_killed_workers_closes_and_exits() -> None:
-    # Pool.terminate would wait forever for the lock a killed worker held.
+    # A multiprocessing.Pool worker killed while idle held the task queue's
+    # lock, and the pool's terminate then waited for it forever.
     done = subprocess.run(
         [sys.executable, "-c", POOL_KILL], capture_output=True, text=True, timeout=120
     )

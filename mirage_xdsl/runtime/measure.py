@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirage_xdsl.ir.diagnostics import first_line
 from mirage_xdsl.runtime.driver import GpuError
 from mirage_xdsl.runtime.timer import BATCH, GraphTimer
 
@@ -60,18 +61,25 @@ def time_module(
     backends: Sequence[str] = BACKENDS,
     timer: GraphTimer | None = None,
     lowered: Any = None,
+    failures: list[str] | None = None,
 ) -> list[Timing]:
-    """Each backend's timing of ``module`` (a backend that fails is left out);
-    ``lowered``: its CUDA C program when already lowered."""
+    """Each backend's timing of ``module``; ``lowered``: its CUDA C program
+    when already lowered. A backend that cannot build or run it is left out,
+    and a line on why is added to ``failures`` (when given)."""
     from mirage_xdsl.runtime.api import compile
 
     timer = timer or GraphTimer()
+    failures = [] if failures is None else failures
     out = []
     for backend in backends:
         program = lowered if backend == "cuda" and lowered is not None else module
         try:
             compiled = compile(program, backend=backend)
-        except Exception:  # a backend that cannot build this program is no candidate
+        except Exception as e:
+            # Lowering and compiling a generated µGraph can fail in any of
+            # their passes, with any error: it is this program's, not the
+            # search's, and the other backend may still build it.
+            failures.append(_failure(f"{backend} build", e))
             continue
         try:
             inputs, outputs = random_tensors(compiled)
@@ -83,11 +91,16 @@ def time_module(
             single = timer.per_call_us([call], 1)
             batched = timer.per_call_us([call], BATCH)
             out.append(Timing(backend, single, batched))
-        except GpuError:  # a build the GPU cannot run is no candidate
+        except GpuError as e:  # a build the GPU cannot run is no candidate
+            failures.append(_failure(f"{backend} run", e))
             continue
         finally:
             compiled.close()
     return out
+
+
+def _failure(what: str, error: BaseException) -> str:
+    return f"{what}: {type(error).__name__}: {first_line(str(error))}"
 
 
 def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> list[Any]:
@@ -111,6 +124,8 @@ def precompile(modules: Sequence[Any], backends: Sequence[str] = BACKENDS) -> li
     from mirage_xdsl.runtime.compile import nvrtc_version
     from mirage_xdsl.runtime.compiled import CompiledProgram
 
+    # A module that fails here fails again when timed, where the reason is
+    # kept (time_module's ``failures``).
     def lowered(module) -> Any:
         try:
             return lower(module)
@@ -137,6 +152,8 @@ class GpuMeasure:
 
     backends: tuple[str, ...] = BACKENDS
     last: list[Timing] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Why a backend could not build or run the last module timed."""
     _timer: GraphTimer | None = None
     _lowered: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     """By ``id`` of a prepared module: the module and its CUDA C program."""
@@ -165,21 +182,27 @@ class GpuMeasure:
         prepared, lowered = self._lowered.pop(id(module), (None, None))
         if prepared is not module:
             lowered = None
-        self.last = time_module(module, self.backends, self._timer, lowered)
+        self.failures = []
+        self.last = time_module(
+            module, self.backends, self._timer, lowered, self.failures
+        )
         if not self.last:
             return float("inf")
         return min(t.batched_us for t in self.last) * 1e-6
 
     def describe(self) -> dict[str, Any]:
-        """What the last call measured, for the search's report."""
+        """What the last call measured, for the search's report (with the
+        ``failures`` of the backends that could not time it, if any)."""
+        failed = {"failures": list(self.failures)} if self.failures else {}
         if not self.last:
-            return {"backend": None, "time_us": None}
+            return {"backend": None, "time_us": None, **failed}
         best = min(self.last, key=lambda t: t.batched_us)
         return {
             "backend": best.backend,
             "time_us": best.batched_us,
             "single_call_us": best.single_us,
             "by_backend": {t.backend: t.batched_us for t in self.last},
+            **failed,
         }
 
 

@@ -1,7 +1,9 @@
 """The on-disk result cache, safe to share between processes.
 
-Entries are JSON files named by :func:`canonical.program_key` (a hash of the
-program's printed text and the search options). Writers take an exclusive
+Entries are JSON files named by :func:`search_key`: a hash of the program's
+printed text, the search options, what timed the candidates and the version
+of the code that searched (``version.py``), so a fixed bug does not keep
+serving what the old code chose. Writers take an exclusive
 ``flock`` on the directory's lock file, write a temporary file in the same
 directory and ``os.replace`` it into place, so a reader (shared lock) sees
 either the old entry or the new one, never a torn file, and an interrupted
@@ -15,9 +17,12 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from mirage_xdsl.search.canonical import program_key
+from mirage_xdsl.search.version import code_version
 
 LOCK_NAME = ".lock"
 
@@ -37,6 +42,20 @@ def default_dir() -> Path | None:
         os.path.expanduser("~"), ".cache"
     )
     return Path(base) / "mirage-xdsl" / "superoptimize"
+
+
+def search_key(
+    text: str,
+    options: Mapping[str, object],
+    measure: str = "",
+    version: str | None = None,
+) -> str:
+    """The key of a search's result: the program, the options that change
+    the answer, what timed the candidates (empty: the cost model chose) and
+    ``version``, the code's (:func:`version.code_version` when None)."""
+    code = code_version(bool(measure)) if version is None else version
+    extra = {"measure": measure} if measure else {}
+    return program_key(text, {**options, **extra, "code": code})
 
 
 class Cache:

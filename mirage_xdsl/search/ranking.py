@@ -1,0 +1,181 @@
+"""Choosing the result: rank the screened candidates, verify, pick.
+
+Without a measure the cost model decides: the cheapest verified candidate
+wins. With one (a GPU), the verified candidates are timed beside the input
+and the fastest wins; the timed pool is chosen so that the model's likeliest
+errors are put to the device (:func:`by_kernel_count`, :func:`distinct`).
+The input program is always a candidate, so the result is never slower than
+the input by the model's (or the device's) account.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import ModuleOp
+
+from mirage_xdsl.search.budget import Stop
+from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.report import Candidate, Report
+from mirage_xdsl.search.screening import verified
+from mirage_xdsl.search.ugraph import UGraph, to_module
+
+Measure = Callable[[ModuleOp], float]
+"""Seconds one run of a module takes on the device (lower is better). A
+measure may also have ``key`` (what its timings depend on; measured results
+are cached under it), ``describe()`` (details of its last timing, with
+``failures``: a line per backend that could not build or run it) and
+``prepare(modules)`` (given every module before the first is timed)."""
+
+MEASURED_SLACK = 2.0
+"""When a GPU decides, candidates the cost model puts up to this many times the
+input's cost are still timed: within one program its ratios are off by about
+that much (qknorm_gqa's one-kernel forms, costed at 0.8 of the input, took
+twice the input's time on the H100), and the input is always timed beside
+them, so a candidate slower than the input is never chosen."""
+
+PER_KERNEL_COUNT = 2
+"""Candidates of each kernel count moved to the front of the measured pool."""
+
+
+def pick(
+    program: ModuleOp,
+    input_graph: UGraph,
+    input_cost: float,
+    candidates: list[Candidate],
+    options: SearchOptions,
+    measure: Measure | None,
+    stop: Stop,
+    report: Report,
+) -> tuple[float, UGraph]:
+    """The chosen candidate (or the input) and its cost."""
+    top = (
+        options.verify_top
+        if measure is None
+        else max(options.verify_top, options.measure_top)
+    )
+    want = 1 if stop.reason else top  # a stop ends it early
+    ceiling = input_cost * slack(measure)
+    ranked = [
+        c
+        for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
+        if c.cost < ceiling
+    ]
+    if measure is not None:
+        ranked = by_kernel_count(distinct(ranked))
+    chosen = [
+        (c.cost, c.graph) for c in verified(program, ranked, want, options, report)
+    ]
+    pool = [(input_cost, input_graph), *chosen]
+    if measure is not None:
+        return measured_pick(pool, measure, report)
+    return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def slack(measure: Measure | None) -> float:
+    """How far above the best (or the input) a candidate may cost and still
+    count: 1 when the cost model decides, MEASURED_SLACK when a GPU does."""
+    return 1.0 if measure is None else MEASURED_SLACK
+
+
+def shape_key(graph: UGraph) -> tuple:
+    """How a µGraph tiles the work: per kernel, its operands, grid, for-loop,
+    and input and output maps. Candidates that share it move the same tiles
+    and differ only in how the block computes on them (op order, ``rms``
+    against ``mean`` then ``sqrt``), which times within noise of each other."""
+    out = []
+    for op in graph.ops:
+        g = op.graph
+        if g is None:
+            out.append((op.kind, op.operands, op.attrs))
+            continue
+        out.append(
+            (
+                op.operands,
+                g.grid,
+                g.forloop,
+                tuple(sorted((i.source, i.imap, i.fmap) for i in g.inputs)),
+                tuple(sorted(omap for _, omap in g.outputs)),
+            )
+        )
+    return tuple(out)
+
+
+def distinct(ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` without candidates whose :func:`shape_key` an earlier
+    (cheaper) one has: the timed pool is small, each slot should be a
+    different kernel."""
+    seen: set[tuple] = set()
+    out = []
+    for c in ranked:
+        key = shape_key(c.graph)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` with the cheapest :data:`PER_KERNEL_COUNT` candidates of each
+    kernel count first (in cost order), then the rest.
+
+    For measured selection: the cost model's sharpest error is the price of a
+    kernel boundary (a launch against more blocks in flight, as split-K and
+    FlashDecoding trade), so the timed pool holds each structure's best
+    rather than eight sizes of the one the model likes most.
+
+    Its next sharpest is a library op's speed: the model prices it as a
+    vendor kernel, but it runs as the default lowering's kernel (RMSNorm +
+    linear's ``matmul``-then-combine pairs, costed 17.1 µs, took 28.7 µs on
+    the H100). So the cheapest candidate of each kernel count made of
+    customized kernels only (split-K, costed 17.6 µs, took 19.8) leads too."""
+    lead: list[int] = []
+    seen: dict[int, int] = {}
+    customized: set[int] = set()
+    for i, c in enumerate(ranked):
+        count = c.graph.kernels
+        only_customized = all(op.graph is not None for op in c.graph.ops)
+        if seen.get(count, 0) < PER_KERNEL_COUNT:
+            seen[count] = seen.get(count, 0) + 1
+            lead.append(i)
+            if only_customized:
+                customized.add(count)
+        elif only_customized and count not in customized:
+            customized.add(count)
+            lead.append(i)
+    chosen = set(lead)
+    return [ranked[i] for i in lead] + [
+        c for i, c in enumerate(ranked) if i not in chosen
+    ]
+
+
+def measured_pick(
+    pool: list[tuple[float, UGraph]], measure: Measure, report: Report
+) -> tuple[float, UGraph]:
+    """Time every candidate (the input first) and keep the fastest. A measure
+    with ``prepare`` gets every candidate first, to compile them all at once.
+    What a measure could not build or run goes to the report's ``failures``."""
+    from mirage_xdsl.ir.printing import module_text
+
+    describe = getattr(measure, "describe", None)
+    timed = []
+    modules = [to_module(graph) for _, graph in pool]
+    if prepare := getattr(measure, "prepare", None):
+        prepare(modules)
+    for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
+        seconds = measure(module)
+        entry = {
+            "input": i == 0,
+            "kernels": graph.kernels,
+            "cost_us": cost * 1e6,
+            "program": module_text(module),
+        }
+        entry.update(describe() if describe else {"time_us": seconds * 1e6})
+        what = "the input" if i == 0 else f"candidate {i} ({graph.kernels} kernels)"
+        report.failures += [f"timing {what}: {f}" for f in entry.pop("failures", ())]
+        report.measured.append(entry)
+        timed.append((seconds, i))
+    _, best = min(timed)
+    report.measured[best]["chosen"] = True
+    report.measured_by = str(getattr(measure, "key", "measure"))
+    return pool[best]

@@ -1,0 +1,123 @@
+"""Checking candidates: screened on random floats, then verified.
+
+A worker screens a plan's cheapest instantiation by running it at full shapes
+on the search's random inputs (:func:`screen`): cheap, and it throws out most
+wrong µGraphs. The main process then verifies the survivors with the
+finite-field verifier, cheapest first (:func:`verified`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
+from mirage_xdsl.search.options import SearchOptions
+from mirage_xdsl.search.pool import one_blas_thread
+from mirage_xdsl.search.report import Candidate, Report, failure
+from mirage_xdsl.search.ugraph import UGraph, to_module
+
+
+def screen(
+    graph: UGraph, inputs: Sequence[np.ndarray], refs: Sequence[np.ndarray]
+) -> tuple[bool, str]:
+    """Whether ``graph`` computes ``refs`` from ``inputs``, and, when it could
+    not even be built or run, why (a line for ``Report.failures``).
+
+    Any error counts against the candidate, not the search: the µGraph is
+    generated, and where it breaks the interpreter (a shape, an op it cannot
+    run at these sizes) the error can be of any type."""
+    try:
+        return close(float_outputs(to_module(graph), inputs), refs), ""
+    except Exception as e:
+        return False, failure(f"screening a {graph.kernels}-kernel candidate", e)
+
+
+PARALLEL_VERDICT_SECONDS = 2.0
+"""A first verdict slower than this sends the rest to a pool of processes."""
+
+
+def verified(
+    program: ModuleOp,
+    ranked: list[Candidate],
+    want: int,
+    options: SearchOptions,
+    report: Report,
+) -> list[Candidate]:
+    """The first ``want`` of ``ranked`` that the verifier accepts.
+
+    Verdicts are taken in rank order, so the answer is the same as verifying
+    one by one. When one verdict takes long (full shapes, many blocks) and
+    there are cores to spare, the rest are verified in waves across forked
+    worker processes. Forked, not spawned: a spawned process re-runs the
+    user's main script, which need not guard its call to the search. The
+    search's own worker pool is closed (and its threads joined) by then."""
+    from mirage_xdsl.ir.printing import module_text
+
+    program_text = module_text(program)
+    out: list[Candidate] = []
+    position = 0
+    executor = None
+    try:
+        while position < len(ranked) and len(out) < want:
+            width = _wave_width(executor, want - len(out), options)
+            wave = ranked[position : position + width]
+            position += len(wave)
+            jobs = [
+                (module_text(to_module(c.graph)), program_text, options) for c in wave
+            ]
+            started = time.monotonic()
+            results = list(
+                executor.map(verify_one, jobs) if executor else map(verify_one, jobs)
+            )
+            for c, (equivalent, method) in zip(wave, results, strict=True):
+                if len(out) >= want:
+                    break
+                report.verifier = method
+                if equivalent:
+                    out.append(c)
+                    report.verified += 1
+                else:
+                    report.rejected += 1
+            slow = time.monotonic() - started > PARALLEL_VERDICT_SECONDS
+            workers = min(options.workers(), want - len(out), len(ranked) - position)
+            if executor is None and slow and workers > 1:
+                executor = verifier_pool(workers)
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+    return out
+
+
+def _wave_width(executor: Executor | None, needed: int, options: SearchOptions) -> int:
+    if executor is None:
+        return 1
+    return max(1, min(options.workers(), needed))
+
+
+def verifier_pool(workers: int) -> Executor:
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=one_blas_thread,
+    )
+
+
+def verify_one(job: tuple[str, str, SearchOptions]) -> tuple[bool, str]:
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
+
+    candidate_text, program_text, options = job
+    ctx = make_context()
+    check = check_equivalent(
+        parse(ctx, candidate_text, "<candidate>"),
+        parse(ctx, program_text, "<program>"),
+        options.trials,
+        options.seed,
+    )
+    return check.equivalent, check.method
