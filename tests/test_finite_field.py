@@ -166,7 +166,7 @@ def test_keyed_activations_are_functions_distinct_per_kind() -> None:
     values; two kinds on the same argument agree only by chance."""
     d = FiniteFieldDomain(6)
     x = d.random(np.random.default_rng(6), (1000,))
-    kinds = ("sqrt", "relu", "tanh", "gelu", "gelu_erf")
+    kinds = ("sqrt", "relu", "tanh", "gelu", "gelu_erf", "log")
     assert KEYED_KINDS == kinds
     xx = np.concatenate([x, x])
     values = {k: d.elementwise(OPS[k], xx) for k in kinds}
@@ -188,6 +188,7 @@ def test_key_salts_are_pinned() -> None:
         "tanh": 3943191079866540465,
         "gelu": 2644641728253874490,
         "gelu_erf": 2350326325350713635,
+        "log": 3525944222442372065,
         "reduce_max": 903247140085329586,
     }
 
