@@ -1,0 +1,122 @@
+"""Conversion rules: one function per ATen op, building kernel-dialect ops.
+
+:data:`ATEN_RULES` maps each supported ATen op to its rule. A rule receives
+the converter, the node and the node's arguments (converted nodes stay fx
+nodes; :meth:`Converter.value` gives their SSA value) and returns the node's
+value: an SSA value, or a :class:`Partial` piece of a fused op (see
+:mod:`mirage_xdsl.torch.capture`).
+
+The rules are grouped by concept: :mod:`.operands` (the values rules pass
+around), :mod:`.arith`, :mod:`.norms`, :mod:`.reductions`, :mod:`.linear`,
+:mod:`.layout` and :mod:`.attention`; this module holds the table.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from mirage_xdsl.ops import OPS, Form
+from mirage_xdsl.torch.nodes import aten
+from mirage_xdsl.torch.rules.arith import (
+    add,
+    div,
+    elementwise,
+    gelu,
+    mul,
+    rsub,
+    sigmoid,
+    sub,
+    unary,
+)
+from mirage_xdsl.torch.rules.attention import sdpa
+from mirage_xdsl.torch.rules.layout import identity, shape_change, swaps
+from mirage_xdsl.torch.rules.linear import linear, matmul
+from mirage_xdsl.torch.rules.norms import mean, pow_, rms_norm, rsqrt, sqrt, square
+from mirage_xdsl.torch.rules.operands import (
+    MaxWithIndices,
+    Parameter,
+    Partial,
+    Rule,
+    Value,
+)
+from mirage_xdsl.torch.rules.reductions import (
+    amax,
+    getitem,
+    max_,
+    reduce_sum,
+    softmax,
+)
+
+TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
+"""The rule of an element-wise op of the table's form that an ATen op is
+exactly (:attr:`OpSpec.torch`); one with a constant needs its own rule."""
+
+ATEN_RULES: dict[Any, Rule] = {
+    **{
+        getattr(aten, name): TABLE_RULES[spec.form](kind)
+        for kind, spec in OPS.items()
+        for name in spec.torch
+    },
+    aten.matmul: matmul,
+    aten.mm: matmul,
+    aten.bmm: matmul,
+    aten.linear: linear,
+    aten.t: shape_change,
+    aten.numpy_T: shape_change,
+    aten.transpose: shape_change,
+    aten.permute: shape_change,
+    aten.view: shape_change,
+    aten.reshape: shape_change,
+    aten.unsqueeze: shape_change,
+    aten.flatten: shape_change,
+    aten._unsafe_view: shape_change,
+    aten.expand: shape_change,
+    aten.scaled_dot_product_attention: sdpa,
+    aten.add: add,
+    aten.sub: sub,
+    aten.rsub: rsub,
+    aten.mul: mul,
+    aten.div: div,
+    aten.sigmoid: sigmoid,
+    aten.gelu: gelu,
+    aten.sqrt: sqrt,
+    aten.rsqrt: rsqrt,
+    aten.pow: pow_,
+    aten.square: square,
+    aten.mean: mean,
+    aten.sum: reduce_sum,
+    aten.amax: amax,
+    aten.max: max_,
+    operator.getitem: getitem,
+    aten.softmax: softmax,
+    aten._softmax: softmax,
+    aten.rms_norm: rms_norm,
+    aten.clone: identity,
+    aten.alias: identity,
+    aten.detach: identity,
+    aten.contiguous: identity,
+    aten.to: identity,
+    aten._to_copy: identity,
+}
+"""ATen op (overload packet) -> conversion rule: the ATen names of the op
+table's entries, then the rules written here (patterns such as SiLU, RMSNorm
+and the GELUs, and ops that take constants), which win where both name one."""
+
+MATERIALISED = frozenset({"square", "sigmoid"})
+"""Partial kinds that are ops of their own when used outside their fused op:
+``x^2`` becomes ``kernel.square``, a sigmoid outside SiLU ``kernel.sigmoid``."""
+
+IGNORED = {aten._assert_tensor_metadata.default}
+"""Checks torch.export inserts; they compute nothing."""
+
+__all__ = [
+    "ATEN_RULES",
+    "IGNORED",
+    "MATERIALISED",
+    "MaxWithIndices",
+    "Parameter",
+    "Partial",
+    "Value",
+    "swaps",
+]

@@ -1,0 +1,137 @@
+"""Element-wise arithmetic: the op table's unary and binary ops, and the
+rules for ``add``, ``sub``, ``mul``, ``div`` with constants and the fused
+patterns they close (SiLU, RMSNorm)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import fx
+
+from mirage_xdsl.dialects import shapes
+from mirage_xdsl.torch.nodes import (
+    node_shape,
+    unsupported,
+)
+from mirage_xdsl.torch.rules.operands import (
+    Converter,
+    Partial,
+    Rule,
+    Value,
+    as_number,
+    check_shape,
+    is_x_of,
+    partial_of,
+    tensor_and_scalar,
+    tensor_operands,
+)
+
+
+def elementwise(kind: str) -> Rule:
+    def rule(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+        if kw.get("alpha", 1) != 1 or kw.get("rounding_mode") is not None:
+            raise unsupported(node, f"options {kw}")
+        x, y = tensor_operands(c, node, a, b)
+        check_shape(node, shapes.broadcast, node_shape(a), node_shape(b))
+        return getattr(c.graph, kind)(x, y)
+
+    return rule
+
+
+def unary(kind: str) -> Rule:
+    def rule(c: Converter, node: fx.Node, a: Any) -> Value:
+        (x,) = tensor_operands(c, node, a)
+        return getattr(c.graph, kind)(x)
+
+    return rule
+
+
+def _plus_constant(c: Converter, node: fx.Node, x: fx.Node, k: float) -> Value:
+    """``x + k``: inside an RMSNorm (``mean(x^2) + k``) it is the epsilon,
+    elsewhere ``add_scalar``."""
+    ms = partial_of(c, x, "mean_square")
+    if ms is not None:
+        return Partial("mean_square", ms.x, node, ms.eps + k)
+    return c.graph.add_scalar(c.value(x), k)
+
+
+def add(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``mean(x^2) + eps`` is the inside of an RMSNorm, which keeps ``eps``;
+    ``x + c`` and ``c + x`` with a Python number are ``add_scalar``."""
+    if kw.get("alpha", 1) != 1:
+        raise unsupported(node, f"options {kw}")
+    scalar = tensor_and_scalar(a, b, commutes=True)
+    if scalar is not None:
+        return _plus_constant(c, node, *scalar)
+    return elementwise("add")(c, node, a, b, **kw)
+
+
+def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``x - c`` with a Python number is ``add_scalar(x, -c)`` (inside an
+    RMSNorm, ``eps - c``), ``c - x`` is ``add_scalar(neg(x), c)``, and ``a - b``
+    of two tensors ``a + (-b)``: the dialect has negation, not subtraction."""
+    if kw.get("alpha", 1) != 1:
+        raise unsupported(node, f"options {kw}")
+    scalar = tensor_and_scalar(a, b, commutes=False)
+    if scalar is not None:
+        x, k = scalar
+        return _plus_constant(c, node, x, -k)
+    k = as_number(a)
+    if k is not None and isinstance(b, fx.Node):
+        return c.graph.add_scalar(c.graph.neg(c.value(b)), k)
+    x, y = tensor_operands(c, node, a, b)
+    check_shape(node, shapes.broadcast, node_shape(a), node_shape(b))
+    return c.graph.add(x, c.graph.neg(y))
+
+
+def rsub(c: Converter, node: fx.Node, a: Any, b: Any, alpha: Any = 1) -> Value:
+    """``torch.rsub(x, c)`` is ``c - x``: :func:`sub` with the operands swapped
+    (``aten.rsub`` takes its ``alpha`` by position)."""
+    return sub(c, node, b, a, alpha=alpha)
+
+
+def mul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
+    """``x * rsqrt(mean(x^2))`` is RMSNorm, ``x * sigmoid(x)`` SiLU, ``x * x``
+    x^2, ``x * c`` and ``c * x`` with a Python number ``mul_scalar``."""
+    for p, q in ((a, b), (b, a)):
+        part = partial_of(c, q, "inv_rms", "sigmoid")
+        if part is not None and is_x_of(c, p, part):
+            if part.kind == "inv_rms":
+                return c.graph.rms_norm(part.x, part.eps)
+            return c.graph.silu(part.x)
+    if isinstance(a, fx.Node) and a is b:
+        return Partial("square", c.value(a), node)
+    scalar = tensor_and_scalar(a, b, commutes=True)
+    if scalar is not None:
+        return c.graph.mul_scalar(c.value(scalar[0]), scalar[1])
+    return elementwise("mul")(c, node, a, b)
+
+
+def div(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
+    """``x / sqrt(mean(x^2))`` is RMSNorm; ``x / c`` with a nonzero Python
+    number is ``mul_scalar(x, 1 / c)``; ``c / x`` is refused."""
+    part = partial_of(c, b, "rms")
+    if part is not None and is_x_of(c, a, part) and not kw:
+        return c.graph.rms_norm(part.x, part.eps)
+    scalar = tensor_and_scalar(a, b, commutes=False)
+    if scalar is not None and not kw:
+        if scalar[1] == 0:
+            raise unsupported(node, "division by the constant 0")
+        return c.graph.mul_scalar(c.value(scalar[0]), 1.0 / scalar[1])
+    if as_number(a) is not None:
+        raise unsupported(node, "c / x (the kernel dialect has x / c only)")
+    return elementwise("div")(c, node, a, b, **kw)
+
+
+def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
+    """Half of a SiLU if ``mul`` meets it with its argument; any other use
+    materialises it as ``kernel.sigmoid`` (:data:`MATERIALISED`)."""
+    return Partial("sigmoid", c.value(a), node)
+
+
+def gelu(c: Converter, node: fx.Node, a: Any, approximate: str = "none") -> Value:
+    """``F.gelu(x)`` is the exact (erf) GELU, ``approximate="tanh"`` the other."""
+    kinds = {"none": "gelu_erf", "tanh": "gelu"}
+    if approximate not in kinds:
+        raise unsupported(node, f"GELU approximation {approximate!r}")
+    return unary(kinds[approximate])(c, node, a)

@@ -1,0 +1,87 @@
+"""Shape changes (views, reshapes, transposes, permutes, expands) and the
+ops that compute nothing (copies, aliases, same-dtype casts)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import fx
+
+from mirage_xdsl.torch.nodes import (
+    aten,
+    node_meta,
+    node_shape,
+    unsupported,
+)
+from mirage_xdsl.torch.rules.operands import (
+    Converter,
+    Parameter,
+    Value,
+    parameter_of,
+)
+
+
+def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
+    """A transpose, permute, reshape or expand of a parameter is applied to the
+    parameter at capture; of a computed tensor, it becomes layout ops
+    (:func:`layout_change`)."""
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
+    if node_shape(node) == node_shape(a) and node.target not in SWAPS:
+        return c.env[a]  # a view that changes nothing
+    return layout_change(c, node, a, *args)
+
+
+SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.default}
+"""Shape changes that move elements (the others keep the row-major order)."""
+
+
+def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
+    """``view``/``reshape``/``unsqueeze``/``flatten`` become ``kernel.reshape``;
+    ``transpose``, ``t`` and ``permute`` become ``kernel.transpose`` (a
+    permutation, one swap of two dims after another); ``expand`` of a computed
+    tensor is refused (the dialect broadcasts only inside element-wise ops)."""
+    x = c.value(a)
+    rank = len(node_shape(a))
+    if node.target in SWAPS:
+        if node.target == aten.permute.default:
+            order = [d % rank for d in args[0]]
+        else:
+            d0, d1 = (args[0], args[1]) if args else (0, rank - 1)
+            order = list(range(rank))
+            order[d0 % rank], order[d1 % rank] = order[d1 % rank], order[d0 % rank]
+        for i, j in swaps(order):
+            x = c.graph.transpose(x, i, j)
+        return x
+    if node.target == aten.expand.default:
+        raise unsupported(
+            node,
+            "an expand of a computed tensor (broadcast it by an element-wise op, "
+            "or pass grouped heads to scaled_dot_product_attention with "
+            "enable_gqa=True)",
+        )
+    return c.graph.reshape(x, node_shape(node))
+
+
+def swaps(order: Sequence[int]) -> list[tuple[int, int]]:
+    """Swaps of two dims that, applied in turn, permute dims into ``order``
+    (result dim ``i`` is source dim ``order[i]``): a selection sort."""
+    current = list(range(len(order)))
+    out = []
+    for i, want in enumerate(order):
+        j = current.index(want)
+        if j != i:
+            current[i], current[j] = current[j], current[i]
+            out.append((i, j))
+    return out
+
+
+def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Value:
+    """Copies, aliases and casts to the same dtype compute nothing."""
+    if node_meta(node).dtype != node_meta(a).dtype:
+        raise unsupported(node, "a dtype conversion (mirage keeps one dtype)")
+    if node_shape(node) != node_shape(a):
+        raise unsupported(node, "a copy that changes the shape")
+    return c.env[a]

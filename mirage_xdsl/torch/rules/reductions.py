@@ -1,0 +1,95 @@
+"""Reductions: ``sum``, ``amax``, ``max`` (values), and softmax."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import fx
+
+from mirage_xdsl.torch.nodes import (
+    node_meta,
+    node_shape,
+    unsupported,
+)
+from mirage_xdsl.torch.rules.operands import (
+    Converter,
+    MaxWithIndices,
+    Value,
+    tensor_operands,
+)
+
+
+def reduce_sum(
+    c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw: Any
+) -> Value:
+    rank = len(node_shape(a))
+    if dims is None or not keepdim or kw.get("dtype") is not None:
+        raise unsupported(
+            node, "sum needs explicit dims and keepdim=True (the dialect keeps them)"
+        )
+    (x,) = tensor_operands(c, node, a)
+    for d in sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)}):
+        x = c.graph.reduction(x, d)
+    return x
+
+
+def _dims(node: fx.Node, a: Any, dims: Any, keepdim: Any, what: str) -> list[int]:
+    """The reduced dims of a max over ``a``: explicit, kept (the dialect keeps
+    reduced dims with size 1), each once and counted from the front."""
+    rank = len(node_shape(a))
+    listed = [dims] if isinstance(dims, int) else list(dims or [])
+    if not listed or not keepdim:
+        raise unsupported(
+            node,
+            f"{what} needs explicit dims and keepdim=True (the dialect keeps them)",
+        )
+    return sorted({d % rank for d in listed})
+
+
+def amax(c: Converter, node: fx.Node, a: Any, dims: Any = (), keepdim=False) -> Value:
+    """``torch.amax(x, dims, keepdim=True)``: one ``reduce_max`` per dim (the
+    maximum over several dims is the maximum of maxima)."""
+    reduced = _dims(node, a, dims, keepdim, "amax")
+    (x,) = tensor_operands(c, node, a)
+    for d in reduced:
+        x = c.graph.reduce_max(x, d)
+    return x
+
+
+def max_(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
+    """``torch.max(x, dim, keepdim=True)`` / ``x.max(dim=...)``: its values are
+    ``kernel.reduce_max``; ``torch.max(x)`` over everything and the
+    element-wise ``torch.max(a, b)`` are refused."""
+    dim = args[0] if args else kw.get("dim")
+    if isinstance(dim, fx.Node):
+        raise unsupported(node, "the element-wise maximum of two tensors")
+    if dim is None:
+        raise unsupported(node, "max over every dim (give dim and keepdim=True)")
+    keepdim = args[1] if len(args) > 1 else kw.get("keepdim", False)
+    (d,) = _dims(node, a, dim, keepdim, "max")
+    (x,) = tensor_operands(c, node, a)
+    return MaxWithIndices(c.graph.reduce_max(x, d), node)
+
+
+def getitem(c: Converter, node: fx.Node, a: Any, index: Any) -> Value:
+    """``torch.max(x, dim)[0]`` (``.values``); the indices are refused."""
+    pair = c.env.get(a) if isinstance(a, fx.Node) else None
+    if not isinstance(pair, MaxWithIndices):
+        raise unsupported(node, "indexing a result (only max(x, dim).values)")
+    if index == 0:
+        return pair.values
+    if not node.users:
+        return pair  # torch.export unpacks the indices even when nothing reads them
+    raise unsupported(pair.node, "the indices of max (argmax has no kernel-dialect op)")
+
+
+def softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Value:
+    """``exp(x - max(x)) / sum(exp(x - max(x)))`` over ``dim``: the row maximum
+    keeps ``exp`` finite at any input scale, and the verifier proves the form
+    equal to ``exp(x) / sum(exp(x))`` (``docs/verifier.md``)."""
+    if rest and rest[0] not in (None, False, node_meta(a).dtype):
+        raise unsupported(node, "softmax with a dtype change")
+    (x,) = tensor_operands(c, node, a)
+    d = dim % len(node_shape(a))
+    e = c.graph.exp(c.graph.add(x, c.graph.neg(c.graph.reduce_max(x, d))))
+    return c.graph.div(e, c.graph.reduction(e, d))
