@@ -9,12 +9,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, fields, replace
 from typing import Any, TextIO
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from mirage_xdsl.search.dispatch import executing
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
 from mirage_xdsl.search.superoptimizer import (
@@ -175,16 +177,20 @@ def superoptimize(
     measure: Callable[[ModuleOp], float] | None = None,
     cache_dir: str | None = None,
     log: TextIO | None = sys.stderr,
+    executor: Executor | None = None,
     **options: Any,
 ) -> ModuleOp:
     """A copy of ``module`` with every kernel-level function superoptimized.
 
     ``options`` are the fields of :class:`SearchOptions` (``budget``,
     ``max_ops``, ``griddims``, ...); ``measure`` times a candidate module on
-    the device and then decides the ranking instead of the cost model.
+    the device and then decides the ranking instead of the cost model;
+    ``executor`` (a ``concurrent.futures.Executor``, such as a Dask client's
+    ``get_executor()``) runs the search's tasks instead of local processes.
     """
     out = module.clone()
-    superoptimize_module(out, make_options(**options), measure, cache_dir, log)
+    with executing(executor):
+        superoptimize_module(out, make_options(**options), measure, cache_dir, log)
     return out
 
 

@@ -34,6 +34,9 @@ class SearchOptions:
     franges: tuple[int, ...] = ()
     jobs: int = 0
     """Worker processes; 0 means one per core."""
+    cluster: str = ""
+    """A Dask scheduler's address (``tcp://host:8786``) to run the tasks on
+    instead of local worker processes (``dispatch.py``)."""
     prune: bool = True
     """Abstract-expression pruning (off only to measure what it buys)."""
     bound: bool = True
@@ -57,10 +60,11 @@ class SearchOptions:
         return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
 
     def key(self) -> dict[str, Any]:
-        """What identifies a search result (budget and jobs do not change it
-        when the search completes; a segment's text already shows the cut)."""
+        """What identifies a search result (budget, jobs and cluster do not
+        change it when the search completes; a segment's text already shows
+        the cut)."""
         out = asdict(self)
-        for volatile in ("budget", "jobs", "segment_ops"):
+        for volatile in ("budget", "jobs", "cluster", "segment_ops"):
             out.pop(volatile)
         return out
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
+from mirage_xdsl.ir.diagnostics import first_line
 from mirage_xdsl.search.budget import Stop
 
 CHUNK = 4
@@ -280,8 +281,8 @@ def in_order(
     deadline: float,
 ) -> Iterator:
     """``fn`` over ``items`` in chunks of :data:`CHUNK`, each item's result
-    in order, until all are done or the search must stop. A worker lost
-    stops it too, with the executor's reason (``BrokenExecutor``)."""
+    in order, until all are done or the search must stop. A worker lost for
+    good stops it too, with the executor's reason (:func:`lost`)."""
     futures: list[cf.Future] = []
     try:
         for i in range(0, len(items), CHUNK):
@@ -291,11 +292,26 @@ def in_order(
                 if stop.due(deadline):
                     return
             yield from future.result()
-    except cf.BrokenExecutor as e:
-        stop.reason = str(e)
+    except Exception as e:
+        if not lost(e):
+            raise
+        stop.reason = first_line(str(e)) or type(e).__name__
     finally:
         for future in futures:
             future.cancel()
+
+
+LOST = ("BrokenExecutor", "BrokenProcessPool", "KilledWorker")
+"""Errors that say an executor lost the processes to run a task on: this
+pool's and ``ProcessPoolExecutor``'s broken pools, and Dask's
+``KilledWorker`` (a task whose every retry lost its worker), known by name
+so that Dask need not be imported."""
+
+
+def lost(error: BaseException) -> bool:
+    """Whether ``error`` says the executor lost its workers, rather than a
+    task failed."""
+    return any(t.__name__ in LOST for t in type(error).__mro__)
 
 
 def one_blas_thread() -> None:

@@ -3,7 +3,8 @@
 :func:`superoptimize_function` searches one kernel-level function:
 
 1. the generator's tasks (a prefix and a layout) go to worker processes
-   (``pool.py``), one kernel deeper at a time; each worker instantiates the
+   (``pool.py``; or any executor, a Dask cluster's: ``dispatch.py``), one
+   kernel deeper at a time; each worker instantiates the
    complete plans it finds and screens the cheapest instantiation on random
    float inputs (``worker.py``, ``screening.py``);
 2. the main process verifies survivors with the finite-field verifier,
@@ -43,14 +44,15 @@ from mirage_xdsl.search.block_search import Layout, Stats
 from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
 from mirage_xdsl.search.budget import Stop, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
+from mirage_xdsl.search.dispatch import executor_for
 from mirage_xdsl.search.generator import Generator, Prefix, Task
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
-from mirage_xdsl.search.pool import Pool, in_order
+from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.ranking import Measure, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
-from mirage_xdsl.search.worker import Worker, cost_chunk, init_worker, run_chunk
+from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
 
 __all__ = ["Candidate", "Measure", "Outcome", "Report", "superoptimize_function"]
 
@@ -112,8 +114,7 @@ def _search(
     limit = multiprocessing.get_context("fork").Value("d", math.inf, lock=False)
     shared = limit if options.bound else None
     local = Worker(text, options, shared)
-    workers = options.workers()
-    pool = Pool(workers, init_worker, (text, options, shared)) if workers > 1 else None
+    pool = executor_for(text, options, shared)
     candidates: list[Candidate] = []
     frontier = [Prefix()]
     costs_of: dict[Prefix, float] = {}
@@ -223,7 +224,7 @@ def superoptimize_function(
     measure_key = getattr(measure, "key", None) if measure is not None else ""
     key = search_key(text, options.key(), measure_key or "")
     cacheable = measure is None or measure_key is not None
-    hit = cache.get(key) if cache and cacheable else None
+    hit = cache.verified(key, text, options) if cache and cacheable else None
     if hit is not None and _answers(hit, options.budget):
         return _from_cache(hit, report, start)
     progress = progress or Progress()

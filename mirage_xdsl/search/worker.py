@@ -30,8 +30,10 @@ from mirage_xdsl.search.screening import screen
 from mirage_xdsl.search.ugraph import UGraph
 
 Limit = Any
-"""A shared ``multiprocessing.Value('d')``: what a task's prefix plus one
-kernel must cost less than (the best screened candidate times the slack)."""
+"""What a task's prefix plus one kernel must cost less than (the best
+screened candidate times the slack), in ``value``: a shared
+``multiprocessing.Value('d')`` in the forked pool, the value a task was sent
+with on another executor (``dispatch.Bound``)."""
 
 SIZES_PER_PLAN = 3
 """Instantiations kept per structural plan: the cheapest, and the next
@@ -70,6 +72,9 @@ class Worker:
         )
         self.options = options
         self.limit = limit
+        self.clock = 0.0
+        """What to add to a deadline read on the sender's monotonic clock
+        to read it on this process's (another machine's: ``dispatch.py``)."""
         self.generator = Generator(self.function, options)
         g = self.generator
         self.full_args = [
@@ -160,11 +165,17 @@ def init_worker(text: str, options: SearchOptions, limit: Limit | None) -> None:
     _WORKER = Worker(text, options, limit)
 
 
-def run_chunk(chunk: list[tuple[Task, float]]) -> list[TaskReport]:
-    assert _WORKER is not None
-    return [_WORKER.run(*args) for args in chunk]
+def run_chunk(
+    chunk: list[tuple[Task, float]], worker: Worker | None = None
+) -> list[TaskReport]:
+    """Run each task by its deadline, on ``worker`` (default: this
+    process's, :func:`init_worker`)."""
+    w = worker or _WORKER
+    assert w is not None
+    return [w.run(task, deadline + w.clock) for task, deadline in chunk]
 
 
-def cost_chunk(chunk: list[Prefix]) -> list[float]:
-    assert _WORKER is not None
-    return [_WORKER.prefix_cost(p) for p in chunk]
+def cost_chunk(chunk: list[Prefix], worker: Worker | None = None) -> list[float]:
+    w = worker or _WORKER
+    assert w is not None
+    return [w.prefix_cost(p) for p in chunk]
