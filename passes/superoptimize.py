@@ -11,7 +11,11 @@ alone. See ``docs/search.md``.
 Options: ``budget`` (seconds), ``max-ops`` (block ops per kernel),
 ``max-kernels``, ``griddims``/``blockdims``/``imaps``/``omaps`` (e.g.
 ``"2x16x1;2x16x4"``), ``fmaps``/``franges`` (e.g. ``"1,4,8"``),
-``cache-dir`` (``none`` disables the cache), ``jobs`` (0: all cores),
+``cache-dir`` (``none`` disables the cache; a directory shared by several
+machines is safe: entries are replaced atomically and re-verified when
+read), ``jobs`` (0: all cores), ``cluster`` (a Dask scheduler's address,
+``tcp://host:8786``: the search's tasks run on its workers; see
+``docs/distributed.md``),
 ``no-prune`` (measure what pruning buys), ``no-bound`` (keep the deeper
 prefixes that cannot beat the best µGraph found, to measure what the cost
 bound buys), ``chain``, ``trials``,
@@ -62,6 +66,7 @@ class Superoptimize(ModulePass):
     franges: str = ""
     cache_dir: str = ""
     jobs: int = 0
+    cluster: str = ""
     no_prune: bool = False
     no_bound: bool = False
     chain: str = "partial"
@@ -88,6 +93,11 @@ class Superoptimize(ModulePass):
                     raise ValueError(f"option '{what}' must be positive, got {value}")
             if self.trials < 0:
                 raise ValueError(f"option 'trials' must be >= 0, got {self.trials}")
+            if self.cluster != self.cluster.strip() or " " in self.cluster:
+                raise ValueError(
+                    f"option 'cluster': expected a scheduler address such as "
+                    f"tcp://host:8786, got '{self.cluster}'"
+                )
             return SearchOptions(
                 budget=self.budget,
                 max_ops=self.max_ops,
@@ -99,6 +109,7 @@ class Superoptimize(ModulePass):
                 fmaps=parse_ints(self.fmaps, "fmaps"),
                 franges=parse_ints(self.franges, "franges"),
                 jobs=self.jobs,
+                cluster=self.cluster,
                 prune=not self.no_prune,
                 bound=not self.no_bound,
                 chain=self.chain,

@@ -10,10 +10,11 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, get_pass_option_infos
+from xdsl.passes import ModulePass, PassPipeline, get_pass_option_infos
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -104,6 +105,13 @@ class MirageOptMain(xDSLOptMain):
             help="shorthand for '-p superoptimize' (before any other -p passes)",
         )
         arg_parser.add_argument(
+            "--cluster",
+            metavar="ADDRESS",
+            default="",
+            help="run the superoptimize search's tasks on the Dask scheduler at "
+            "ADDRESS (tcp://host:8786) instead of local processes",
+        )
+        arg_parser.add_argument(
             "--debug",
             action="store_true",
             help="show Python tracebacks instead of one-line diagnostics",
@@ -121,6 +129,8 @@ class MirageOptMain(xDSLOptMain):
                 f"error: bad pass options in '-p {self.args.passes}': "
                 f"{first_line(str(e))}"
             ) from None
+        if self.args.cluster:
+            self.pipeline = with_cluster(self.pipeline, self.args.cluster)
 
     def registry_help(self) -> str:
         """Our passes and targets, one line each (xDSL's help lists only names)."""
@@ -163,6 +173,23 @@ def describe_pass(load: Callable[[], type[ModulePass]]) -> str:
     cls = load()
     options = ", ".join(info.name for info in get_pass_option_infos(cls))
     return summary(cls) + (f" [options: {options}]" if options else "")
+
+
+def with_cluster(pipeline: PassPipeline, address: str) -> PassPipeline:
+    """``pipeline`` with each ``superoptimize`` pass not given a cluster of
+    its own sending its tasks to ``address``."""
+    if not any(p.name == "superoptimize" for p in pipeline.passes):
+        raise MirageError(
+            "error: --cluster needs the superoptimize pass "
+            "(--superoptimize or -p superoptimize)"
+        )
+    passes = tuple(
+        replace(p, cluster=address)  # type: ignore[type-var]
+        if p.name == "superoptimize" and not getattr(p, "cluster", "")
+        else p
+        for p in pipeline.passes
+    )
+    return replace(pipeline, passes=passes)
 
 
 PIPELINE_ERROR = re.compile(r"pass-pipeline:\d+:(\d+)")
