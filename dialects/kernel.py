@@ -19,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i64
-from xdsl.ir import Block, Dialect, Region, SSAValue
+from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
+    operand_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
     var_operand_def,
     var_result_def,
@@ -73,6 +75,53 @@ class TransposeOp(t.TransposeBase):
 class ReshapeOp(t.ReshapeBase):
     name = "kernel.reshape"
     traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class AllReduceOp(IRDLOperation):
+    """Sum over the shards of a tensor-parallel program: each of the ``shards``
+    copies of the program contributes its value of ``input`` and receives the
+    sum of all of them.
+
+    A kernel boundary, not arithmetic of one shard: the search keeps it as it
+    is between the segments it searches, and the runtime runs it as a
+    collective (NCCL through ``torch.distributed``) between kernels.
+    """
+
+    name = "kernel.all_reduce"
+
+    input = operand_def(TensorType)
+    shards = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input `shards` $shards attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, shards: int):
+        input = SSAValue.get(input)
+        super().__init__(
+            operands=[input],
+            properties={"shards": IntegerAttr(shards, 64)},
+            result_types=[input.type],
+        )
+
+    @property
+    def group_size(self) -> int:
+        """How many shards the sum runs over."""
+        return self.shards.value.data
+
+    def verify_(self) -> None:
+        t.check_float_tensors(self)
+        if self.input.type != self.result.type:
+            raise VerifyException(
+                f"'{self.name}' result type {self.result.type} must equal the "
+                f"input type {self.input.type}"
+            )
+        if self.group_size < 1:
+            raise VerifyException(
+                f"'{self.name}' shards must be >= 1, got {self.group_size}"
+            )
 
 
 def dense_i64(values: Sequence[int]) -> DenseArrayBase:
@@ -194,6 +243,7 @@ Kernel = Dialect(
         ReduceMaxOp,
         TransposeOp,
         ReshapeOp,
+        AllReduceOp,
         CustomizedOp,
     ],
     [],

@@ -134,6 +134,10 @@ class KernelGraph(_Builder):
         """``a`` in row-major order with another shape of as many elements."""
         return self._add(kernel.ReshapeOp(a, tuple(shape)))
 
+    def all_reduce(self, a: SSAValue, shards: int) -> SSAValue:
+        """The sum of ``a`` over the ``shards`` shards of a tensor-parallel program."""
+        return self._add(kernel.AllReduceOp(a, shards))
+
     def new_input(self, dims: Sequence[int], dtype: Attribute = float16) -> SSAValue:
         return self.block.insert_arg(
             TensorType(dtype, list(dims)), len(self.block.args)

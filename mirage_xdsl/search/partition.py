@@ -33,6 +33,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.regions import outside_operands
 
@@ -53,7 +54,11 @@ Piece = Segment | Operation
 
 
 def is_layout(op: Operation) -> bool:
-    return isinstance(op, t.TensorOp) and op.KIND in t.LAYOUT_KINDS
+    """A layout op, or a collective (``kernel.all_reduce``, a kernel boundary
+    of a tensor-parallel program): kept as it is between segments."""
+    return isinstance(op, kernel.AllReduceOp) or (
+        isinstance(op, t.TensorOp) and op.KIND in t.LAYOUT_KINDS
+    )
 
 
 def needs_partition(fn: func.FuncOp, max_ops: int) -> bool:

@@ -42,6 +42,9 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.domain import Domain, FloatDomain
 
+Collective = Callable[[Any], Any]
+"""A sum over shards: this shard's value of a tensor in, the sum out."""
+
 BLOCK_AXES = 4
 """Leading axes of a block-level value: grid x, y, z and the for-loop iteration."""
 ITERATION_AXIS = 3
@@ -272,10 +275,28 @@ ARITH_OPS: tuple[type[Operation], ...] = tuple(
 
 
 class MirageFunctions(InterpreterFunctions):
-    """Implementations of the kernel, block and thread ops over a domain."""
+    """Implementations of the kernel, block and thread ops over a domain.
 
-    def __init__(self, domain: Domain):
+    ``collective`` sums a value over the shards of a tensor-parallel program
+    (``kernel.all_reduce``): this shard's value in, the sum out. A program
+    run without one has no shards to sum over.
+    """
+
+    def __init__(self, domain: Domain, collective: Collective | None = None):
         self.domain = domain
+        self.collective = collective
+
+    @impl(kernel.AllReduceOp)
+    def run_all_reduce(
+        self, interpreter: Interpreter, op: kernel.AllReduceOp, args: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        if self.collective is None:
+            raise ValueError(
+                f"'{op.name}' sums over {op.group_size} shards; run the program "
+                "with a collective (semantics.sharding.run_sharded, or "
+                "runtime.distributed)"
+            )
+        return (self.collective(args[0]),)
 
     @impl(kernel.CustomizedOp)
     def run_customized(
@@ -368,12 +389,14 @@ def run(
     inputs: Sequence[np.ndarray],
     domain: Domain | None = None,
     function: str | None = None,
+    collective: Collective | None = None,
 ) -> list[np.ndarray]:
-    """Run a function of ``module`` on ``inputs`` and return its outputs."""
+    """Run a function of ``module`` on ``inputs`` and return its outputs;
+    ``collective`` is the sum over shards of a shard's program."""
     domain = domain or FloatDomain()
     fn = entry_function(module, function)
     interpreter = Interpreter(module)
     interpreter.register_implementations(FuncFunctions())
-    interpreter.register_implementations(MirageFunctions(domain))
+    interpreter.register_implementations(MirageFunctions(domain, collective))
     values = tuple(domain.load(x) for x in inputs)
     return list(interpreter.call_op(fn, values))

@@ -270,6 +270,11 @@ class _Walk:
         atoms_fixed |= ({-2} & a.atoms_const()) | ({-1} & b.atoms_const())
         return Deg(tuple(shape), num, den, False, den_fixed, atoms_fixed, fan)
 
+    def all_reduce(self, a: Deg, shards: int) -> Deg:
+        """A sum over ``shards`` shards: terms like ``a`` whose denominators
+        and sqrt atoms may all differ, since each shard reads other inputs."""
+        return replace(self._sum_terms(a, True, True, shards), monomial=False)
+
     def rms(self, a: Deg, axis: int, eps: float = 0.0) -> Deg:
         mean = self.sum(self.mul(a, a), axis)
         return self.sqrt(self.add(mean, self.const(eps, mean)) if eps else mean)
@@ -425,6 +430,8 @@ class _Walk:
                 return ins
             if op.name == "kernel.customized":
                 env.update(zip(op.results, self.customized(op, ins), strict=True))
+            elif op.name == "kernel.all_reduce":
+                env[op.results[0]] = self.all_reduce(ins[0], op.group_size)  # type: ignore[attr-defined]
             else:
                 env[op.results[0]] = self.tensor_op(op, ins)  # type: ignore[arg-type]
         raise ValueError("function without func.return")
