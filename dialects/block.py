@@ -94,7 +94,10 @@ class InputOp(IRDLOperation):
 
     ``imap`` has one entry per grid dim: the tensor dim that grid dim splits,
     or -1 to replicate. ``fmap`` is the tensor dim split across for-loop
-    iterations, or -1 to load the same tile on every iteration.
+    iterations, or -1 to load the same tile on every iteration. A tile of
+    higher rank than its source views the source with leading size-1 dims
+    (numpy's alignment), which the maps count: a norm weight ``[h]`` read as
+    a ``[1, 1, h]`` tile broadcasts against ``[b, t, h]`` tiles.
     """
 
     name = "block.input"
@@ -128,6 +131,14 @@ class InputOp(IRDLOperation):
     def forloop_dim(self) -> int:
         return self.fmap.value.data
 
+    @property
+    def viewed_shape(self) -> tuple[int, ...]:
+        """The source's shape with leading size-1 dims up to the tile's rank:
+        the device tensor as the maps index it (raises ``ShapeError`` when the
+        tile has the lower rank)."""
+        rank = len(t.tensor_shape(self.result))
+        return shapes.lift(t.tensor_shape(self.source), rank)
+
     def verify_(self) -> None:
         parent = parent_customized(self)
         if not (
@@ -139,7 +150,7 @@ class InputOp(IRDLOperation):
         t.check_float_tensors(self)
         try:
             tile = shapes.tile_shape(
-                t.tensor_shape(self.source),
+                self.viewed_shape,
                 self.input_map,
                 self.forloop_dim,
                 parent.grid_dims,

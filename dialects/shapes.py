@@ -27,12 +27,20 @@ class ShapeError(ValueError):
     """A shape rule was violated; the message says which and why."""
 
 
+def lift(shape: Sequence[int], rank: int) -> Shape:
+    """``shape`` with leading size-1 dims up to ``rank``: numpy's alignment of
+    a lower-rank operand with the trailing dims of a higher-rank one."""
+    if len(shape) > rank:
+        raise ShapeError(f"rank {len(shape)} cannot be lifted to rank {rank}")
+    return (1,) * (rank - len(shape)) + tuple(shape)
+
+
 def broadcast(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
-    """Result shape of an element-wise op: same rank, each dim equal or 1."""
-    if len(lhs) != len(rhs):
-        raise ShapeError(f"operand ranks differ ({len(lhs)} vs {len(rhs)})")
+    """Result shape of an element-wise op, by numpy's rules: the lower-rank
+    operand is aligned with the trailing dims, and each dim is equal or 1."""
+    rank = max(len(lhs), len(rhs))
     out = []
-    for i, (a, b) in enumerate(zip(lhs, rhs, strict=True)):
+    for i, (a, b) in enumerate(zip(lift(lhs, rank), lift(rhs, rank), strict=True)):
         if a != b and a != 1 and b != 1:
             raise ShapeError(
                 f"dimension {i} does not broadcast ({a} vs {b}); "
@@ -42,21 +50,34 @@ def broadcast(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
     return tuple(out)
 
 
+def same_rank(lhs: Sequence[int], rhs: Sequence[int]) -> None:
+    """Block and thread tiles broadcast only along size-1 dims of equal rank
+    (``block.input`` lifts a lower-rank device tensor's tile)."""
+    if len(lhs) != len(rhs):
+        raise ShapeError(
+            f"operand ranks differ ({len(lhs)} vs {len(rhs)}); inside a block "
+            "graph tiles have equal ranks (block.input lifts a lower-rank tensor)"
+        )
+
+
 def matmul(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
-    """Result shape of a matmul batched over equal leading dims."""
+    """Result shape of a matmul over the last two dims, its batch dims (all but
+    the last two) broadcast by numpy's rules: a batched input times one
+    shared 2-d weight, ``[b, t, k] x [k, n]``, reads the weight once."""
     if len(lhs) < 2 or len(rhs) < 2:
         raise ShapeError("matmul operands need rank >= 2")
-    if len(lhs) != len(rhs):
-        raise ShapeError(f"matmul operand ranks differ ({len(lhs)} vs {len(rhs)})")
-    if tuple(lhs[:-2]) != tuple(rhs[:-2]):
-        raise ShapeError(
-            f"matmul batch dims differ ({list(lhs[:-2])} vs {list(rhs[:-2])})"
-        )
     if lhs[-1] != rhs[-2]:
         raise ShapeError(
             f"matmul contraction dims differ (lhs has {lhs[-1]}, rhs has {rhs[-2]})"
         )
-    return (*lhs[:-1], rhs[-1])
+    try:
+        batch = broadcast(lhs[:-2], rhs[:-2])
+    except ShapeError:
+        raise ShapeError(
+            f"matmul batch dims differ ({list(lhs[:-2])} vs {list(rhs[:-2])}); "
+            "they must be equal, 1 or missing"
+        ) from None
+    return (*batch, lhs[-2], rhs[-1])
 
 
 def reduce(shape: Sequence[int], dim: int) -> Shape:

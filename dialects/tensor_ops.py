@@ -168,8 +168,17 @@ class ScalarOp(TensorOp):
         return tensor_shape(self.input)
 
 
+def check_tile_ranks(op: Operation, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> None:
+    """Device tensors broadcast by numpy's rules (a lower-rank operand lines up
+    with the trailing dims); tiles inside a block graph have equal ranks."""
+    if not op.name.startswith("kernel."):
+        shapes.same_rank(lhs, rhs)
+
+
 class BinaryOp(TensorOp):
-    """Element-wise binary op with broadcasting of size-1 dims."""
+    """Element-wise binary op, broadcast by numpy's rules: a lower-rank operand
+    lines up with the trailing dims, and size-1 dims stretch (at the kernel
+    level; block and thread tiles have equal ranks)."""
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -187,11 +196,14 @@ class BinaryOp(TensorOp):
         )
 
     def verify_shape(self) -> tuple[int, ...]:
-        return shapes.broadcast(tensor_shape(self.lhs), tensor_shape(self.rhs))
+        lhs, rhs = tensor_shape(self.lhs), tensor_shape(self.rhs)
+        check_tile_ranks(self, lhs, rhs)
+        return shapes.broadcast(lhs, rhs)
 
 
 class MatmulBase(TensorOp):
-    """Matmul over the last two dims, batched over equal leading dims."""
+    """Matmul over the last two dims, its leading (batch) dims broadcast by
+    numpy's rules: ``[b, t, k] x [k, n]`` multiplies every batch by one weight."""
 
     KIND: ClassVar[str] = "matmul"
 
@@ -211,7 +223,9 @@ class MatmulBase(TensorOp):
         )
 
     def verify_shape(self) -> tuple[int, ...]:
-        return shapes.matmul(tensor_shape(self.lhs), tensor_shape(self.rhs))
+        lhs, rhs = tensor_shape(self.lhs), tensor_shape(self.rhs)
+        check_tile_ranks(self, lhs, rhs)
+        return shapes.matmul(lhs, rhs)
 
 
 class ReductionOp(TensorOp):

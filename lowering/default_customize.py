@@ -43,7 +43,7 @@ from xdsl.pattern_rewriter import (
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.gpu_target import H100, Target
-from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
+from mirage_xdsl.ir.builder import BlockGraph, lift, new_threadblock_graph
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.ops import elementwise_kinds
 
@@ -141,7 +141,8 @@ def elementwise(op: t.TensorOp) -> BlockGraph:
     grid, dims = grid_of(factors, order)
     bg = new_threadblock_graph(grid, THREADS, 1)
     ins = [
-        bg.new_input(v, imap_for(dims, t.tensor_shape(v), out), -1) for v in op.operands
+        bg.new_input(v, imap_for(dims, lift(v, rank), out), -1, rank)
+        for v in op.operands
     ]
     result = block.ELEMENTWISE_OPS[op.KIND](*ins, *op.constant_args())
     bg.block.add_op(result)
@@ -235,10 +236,11 @@ def matmul(op: kernel.MatmulOp) -> BlockGraph:
     forloop = k // k_tile
     bg = new_threadblock_graph(grid, THREADS, forloop)
     loop = forloop > 1
-    a_map = [d if d != rank - 1 else -1 for d in dims]
-    b_map = [d if d != rank - 2 else -1 for d in dims]
-    ta = bg.new_input(op.lhs, a_map, rank - 1 if loop else -1)
-    tb = bg.new_input(op.rhs, b_map, rank - 2 if loop else -1)
+    la, lb = lift(op.lhs, rank), lift(op.rhs, rank)
+    a_map = [d if d != rank - 1 and la[d] == out[d] else -1 for d in dims]
+    b_map = [d if d != rank - 2 and lb[d] == out[d] else -1 for d in dims]
+    ta = bg.new_input(op.lhs, a_map, rank - 1 if loop else -1, rank)
+    tb = bg.new_input(op.rhs, b_map, rank - 2 if loop else -1, rank)
     product = bg.matmul(ta, tb)
     bg.new_output(bg.forloop_accum(product) if loop else product, dims)
     return bg

@@ -30,6 +30,7 @@ from mirage_xdsl.lowering.tiles import (
     Threads,
     TileEnv,
     TileRef,
+    broadcast_index,
     compute,
     for_each_element,
     load,
@@ -94,7 +95,7 @@ def lower_tensor_core(
 ) -> None:
     m, k = a.shape[-2], a.shape[-1]
     n = bt.shape[-1]
-    batch = numel(a.shape[:-2])
+    batch = numel(dst.shape[:-2])
     n8 = n // MMA_N
     nb = next(c for c in (4, 2, 1) if n8 % c == 0)
     m_tiles = -(-m // MMA_M)
@@ -106,6 +107,8 @@ def lower_tensor_core(
         mi = b.rem(b.div(t, n8 // nb), m_tiles)
         ni = b.rem(t, n8 // nb)
         bidx = _batch_index(b, bi, dst.shape)
+        a_batch = broadcast_index(bidx, a.shape[:-2])  # a batch of 1 broadcasts
+        b_batch = broadcast_index(bidx, bt.shape[:-2])
         m0 = b.mul(mi, MMA_M)
         n0 = b.mul(ni, nb * MMA_N)
         a_row = b.add(m0, b.rem(lane, 16))
@@ -119,7 +122,7 @@ def lower_tensor_core(
             frag_a = b.value(
                 LdmatrixOp(
                     a.mem,
-                    [b.index(i) for i in a.at([*bidx, a_row, b.add(k0, a_col)])],
+                    [b.index(i) for i in a.at([*a_batch, a_row, b.add(k0, a_col)])],
                     4,
                     False,
                 )
@@ -130,7 +133,7 @@ def lower_tensor_core(
                 frag_b = b.value(
                     LdmatrixOp(
                         bt.mem,
-                        [b.index(i) for i in bt.at([*bidx, b.add(k0, b_row), col])],
+                        [b.index(i) for i in bt.at([*b_batch, b.add(k0, b_row), col])],
                         2,
                         True,
                     )

@@ -39,7 +39,7 @@ def tile_origin(
     iteration: Ix,
 ) -> list[Ix]:
     """Index of the tile's first element in the device tensor."""
-    full = dims(o.source.type)
+    full = o.viewed_shape
     tile = dims(o.result.type)
     origin: list[Ix] = [0] * len(full)
     for g, d in enumerate(o.input_map):
@@ -61,10 +61,12 @@ def copy_in(
 ) -> None:
     """Issue the cp.async copies of one input tile (or plain copies).
 
-    ``src`` is the device tensor, ``origin`` the tile's first element in it.
+    ``src`` is the device tensor, ``origin`` the tile's first element in it
+    (in the tile's rank: a lifted tile's leading size-1 dims are dropped).
     """
     assert isinstance(src.type, MemRefType)
     full = dims(src.type)
+    lifted = len(dst.shape) - len(full)
     tile = dst.shape
     elem = src.type.element_type.bitwidth // 8  # type: ignore[attr-defined]
     width = vector_width(tile[-1], full[-1], elem)
@@ -73,7 +75,7 @@ def copy_in(
     def copy(flat: Ix) -> None:
         index = b.unravel(flat, chunks)
         index[-1] = b.mul(index[-1], width)
-        at = [b.add(i, x) for i, x in zip(origin, index, strict=True)]
+        at = [b.add(i, x) for i, x in zip(origin, index, strict=True)][lifted:]
         if width * elem >= 4:
             b.insert(
                 CpAsyncOp(

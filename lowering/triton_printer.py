@@ -98,8 +98,7 @@ class KernelPrinter(AccumPrinter):
     # -- ops ----------------------------------------------------------------
 
     def print_input(self, op: block.InputOp) -> None:
-        source = self.op.operands[self.op.entry.args.index(op.source)]
-        full = t.tensor_shape(source)
+        full = op.viewed_shape  # a lifted tile's leading size-1 dims index 0
         real = t.tensor_shape(op.result)
         padded = self.tile_of(op)
         starts = [
@@ -257,7 +256,8 @@ class KernelPrinter(AccumPrinter):
         rank = len(t.tensor_shape(op.results[0]))
         a = self.dot_operand(self.values[op.lhs], rank - 1, phase)
         b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
-        natural = (*a.padded[:-1], b.padded[-1])
+        batch_dims = zip(a.padded[:-2], b.padded[:-2], strict=True)
+        natural = (*(max(x, y) for x, y in batch_dims), a.padded[-2], b.padded[-1])
         padding = Padding.zero_if(a.clean and b.clean)
         if op.attributes.get(MATMUL_ATTR) == StringAttr("fma"):
             expr = (
@@ -269,17 +269,8 @@ class KernelPrinter(AccumPrinter):
         elem = TRITON_DTYPES[dtype_name(op.lhs)]
         xa = a.name if a.native else f"{a.name}.to({elem})"
         xb = b.name if b.native else f"{b.name}.to({elem})"
-        batch = prod(a.padded[:-2])
         if rank > 2:
-            lead = 1 if batch == 1 else batch
-            shape_a = (
-                (a.padded[-2], a.padded[-1]) if batch == 1 else (lead, *a.padded[-2:])
-            )
-            shape_b = (
-                (b.padded[-2], b.padded[-1]) if batch == 1 else (lead, *b.padded[-2:])
-            )
-            xa = f"tl.reshape({xa}, {shape_str(shape_a)})"
-            xb = f"tl.reshape({xb}, {shape_str(shape_b)})"
+            xa, xb = batched_dot_operands(a, b, xa, xb)
         accum = self.plan.fused_accums.get(op)
         if accum is not None and rank == 2:
             result = accum.results[0]
@@ -444,6 +435,25 @@ class PrintedKernel:
     scratch_elems: int
     """fp32 scratch per block; when non-zero the kernel takes a last
     ``scratch`` pointer to ``blocks x scratch_elems`` floats."""
+
+
+def batched_dot_operands(a: Value, b: Value, xa: str, xb: str) -> tuple[str, str]:
+    """The operands of one ``tl.dot`` for a batched product: one 2-d dot when
+    ``b`` has a single batch (``a``'s batches become rows; a weight shared by
+    every batch is read once), else 3-d operands, a single-batch ``a``
+    broadcast to ``b``'s batches."""
+    batch_a, batch_b = prod(a.padded[:-2]), prod(b.padded[:-2])
+    if batch_b == 1:
+        shape_a = (batch_a * a.padded[-2], a.padded[-1])
+        shape_b = tuple(b.padded[-2:])
+        return (
+            f"tl.reshape({xa}, {shape_str(shape_a)})",
+            f"tl.reshape({xb}, {shape_str(shape_b)})",
+        )
+    xa = f"tl.reshape({xa}, {shape_str((batch_a, *a.padded[-2:]))})"
+    if batch_a == 1:
+        xa = f"tl.broadcast_to({xa}, {shape_str((batch_b, *a.padded[-2:]))})"
+    return xa, f"tl.reshape({xb}, {shape_str((batch_b, *b.padded[-2:]))})"
 
 
 def print_kernel(op: kernel.CustomizedOp, name: str) -> PrintedKernel:

@@ -101,9 +101,10 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
     elif kind == "matmul":
         for pair in matmul_dims(op):
             classes.union(*pair)
-        for v in op.operands:
+        for v in op.operands:  # a batch dim of 1 against n broadcasts
             for d in range(rank - 2):
-                classes.union((v, d), (result, d))
+                if shape(v)[d] == shape(result)[d]:
+                    classes.union((v, d), (result, d))
 
 
 def padded_shapes(

@@ -74,6 +74,10 @@ def joint_phase(*phases: Phase) -> Phase:
 
 
 def broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
+    """Equal ranks broadcasting along size-1 dims: what every level takes
+    (the kernel level's rank broadcasting is not drawn)."""
+    if len(a) != len(b):
+        return False
     try:
         shapes.broadcast(a, b)
     except shapes.ShapeError:

@@ -189,14 +189,22 @@ class BlockGraph(_Builder):
         self._outputs: list[tuple[SSAValue, tuple[int, ...]]] = []
 
     def new_input(
-        self, dtensor: SSAValue, input_map: Sequence[int], forloop_dim: int = -1
+        self,
+        dtensor: SSAValue,
+        input_map: Sequence[int],
+        forloop_dim: int = -1,
+        rank: int | None = None,
     ) -> SSAValue:
+        """The tile of ``dtensor`` each block loads; with ``rank``, the tensor
+        viewed with leading size-1 dims up to that rank (the maps count them),
+        so a lower-rank tensor's tile broadcasts against higher-rank tiles."""
         if dtensor not in self.sources:
             self.sources.append(dtensor)
             self.block.insert_arg(dtensor.type, len(self.block.args))
         arg = self.block.args[self.sources.index(dtensor)]
+        full = t.tensor_shape(dtensor)
         shape = shapes.tile_shape(
-            t.tensor_shape(dtensor),
+            shapes.lift(full, len(full) if rank is None else rank),
             input_map,
             forloop_dim,
             self.grid_dims,
@@ -240,6 +248,12 @@ class BlockGraph(_Builder):
             block=self.block_dims,
             forloop_range=self.forloop_range,
         )
+
+
+def lift(value: SSAValue, rank: int) -> tuple[int, ...]:
+    """``value``'s shape with leading size-1 dims up to ``rank``: how numpy's
+    broadcasting lines it up, and how ``new_input(..., rank=rank)`` reads it."""
+    return shapes.lift(t.tensor_shape(value), rank)
 
 
 def new_kernel_graph(name: str = "main") -> KernelGraph:

@@ -151,7 +151,7 @@ def retarget_customized(
         source = new_operands[0]
         try:
             tile = shapes.tile_shape(
-                t.tensor_shape(source),
+                shapes.lift(t.tensor_shape(source), len(t.tensor_shape(inner.result))),
                 inner.input_map,
                 inner.forloop_dim,
                 grid,

@@ -313,7 +313,11 @@ class MirageFunctions(InterpreterFunctions):
                 env[inner.results[0]] = fused.pop(inner)
             elif isinstance(inner, block.InputOp):
                 value = split_tiles(
-                    ins[0], inner.input_map, inner.forloop_dim, grid, forloop
+                    ins[0].reshape(inner.viewed_shape),
+                    inner.input_map,
+                    inner.forloop_dim,
+                    grid,
+                    forloop,
                 )
                 env[inner.result] = value
             elif isinstance(inner, block.OutputOp):

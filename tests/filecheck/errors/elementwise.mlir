@@ -6,11 +6,27 @@
 // FIRST: {{\A.*}}errors/elementwise.mlir:{{[0-9]+:[0-9]+}}: error: {{.+$}}
 // FIRST-NOT: {{.}}
 
-// Element-wise operands of different ranks.
-// CHECK: {{\A.*}}errors/elementwise.mlir:[[# @LINE + 2]]:3: error: 'kernel.mul': operand ranks differ (2 vs 1){{$}}
-func.func @f(%a: tensor<4x8xf16>, %b: tensor<8xf16>) -> tensor<4x8xf16> {
-  %s = kernel.mul %a, %b : tensor<4x8xf16>, tensor<8xf16> -> tensor<4x8xf16>
+// Element-wise operands of different ranks line up at the trailing dims.
+// CHECK: {{\A.*}}errors/elementwise.mlir:[[# @LINE + 2]]:3: error: 'kernel.mul': dimension 1 does not broadcast (8 vs 4); sizes must be equal or one of them 1{{$}}
+func.func @f(%a: tensor<4x8xf16>, %b: tensor<4xf16>) -> tensor<4x8xf16> {
+  %s = kernel.mul %a, %b : tensor<4x8xf16>, tensor<4xf16> -> tensor<4x8xf16>
   func.return %s : tensor<4x8xf16>
+}
+
+// -----
+
+// Tiles of different ranks inside a block graph (block.input lifts instead).
+// CHECK-NEXT: {{^// -+$}}
+// CHECK-NEXT: {{^.*}}errors/elementwise.mlir:[[# @LINE + 6]]:5: error: 'block.mul': operand ranks differ (2 vs 1); inside a block graph tiles have equal ranks (block.input lifts a lower-rank tensor){{$}}
+func.func @f(%x: tensor<4x8xf16>, %w: tensor<8xf16>) -> tensor<4x8xf16> {
+  %o = kernel.customized(%x, %w) grid [1, 1, 1] block [128, 1, 1] forloop 1 : (tensor<4x8xf16>, tensor<8xf16>) -> tensor<4x8xf16> {
+  ^bb0(%a: tensor<4x8xf16>, %b: tensor<8xf16>):
+    %ta = block.input %a imap [-1, -1, -1] fmap -1 : tensor<4x8xf16> -> tensor<4x8xf16>
+    %tb = block.input %b imap [-1, -1, -1] fmap -1 : tensor<8xf16> -> tensor<8xf16>
+    %m = block.mul %ta, %tb : tensor<4x8xf16>, tensor<8xf16> -> tensor<4x8xf16>
+    block.output %m omap [-1, -1, -1] : tensor<4x8xf16>
+  }
+  func.return %o : tensor<4x8xf16>
 }
 
 // -----

@@ -17,7 +17,7 @@ func.func @f(%a: tensor<4x8xf16>, %b: tensor<16x4xf16>) -> tensor<4x4xf16> {
 
 // Batched matmul whose batch dims differ.
 // CHECK-NEXT: {{^// -+$}}
-// CHECK-NEXT: {{^.*}}errors/kernel_matmul.mlir:[[# @LINE + 3]]:3: error: 'kernel.matmul': matmul batch dims differ ([2] vs [3]){{$}}
+// CHECK-NEXT: {{^.*}}errors/kernel_matmul.mlir:[[# @LINE + 3]]:3: error: 'kernel.matmul': matmul batch dims differ ([2] vs [3]); they must be equal, 1 or missing{{$}}
 // CHECK-NOT: {{.}}
 func.func @f(%a: tensor<2x4x8xf16>, %b: tensor<3x8x4xf16>) -> tensor<2x4x4xf16> {
   %m = kernel.matmul %a, %b : tensor<2x4x8xf16>, tensor<3x8x4xf16> -> tensor<2x4x4xf16>
