@@ -78,14 +78,13 @@ def test_unsupported_op_names_op_and_user_line():
     "fn, fragment",
     [
         (lambda x: torch.add(x, 1.0, alpha=2), "options {'alpha': 2}"),
-        (lambda x: x.mean(-1, keepdim=True) + x, "'aten.mean' is not supported"),
-        (lambda x: x + x[0], "'aten.select'"),
+        (lambda x: x.mean() + x, "a mean over every dim"),
+        (lambda x: x + torch.cumsum(x, 0), "'aten.cumsum'"),
         (lambda x: x.sum(-1), "keepdim=True"),
-        (lambda x: x.pow(3), "exponent 3"),
+        (lambda x: x.pow(0.5), "exponent 0.5"),
         (lambda x: torch.sub(x, x, alpha=2), "options {'alpha': 2}"),
         (lambda x: torch.rsub(x, 1.0, alpha=2), "options {'alpha': 2}"),
-        (lambda x: x + x.sum(-1, keepdim=True)[0], "'aten.select'"),
-        (lambda x: x @ x.unsqueeze(0), "ranks differ"),
+        (lambda x: x + torch.sort(x, -1)[0], "'aten.sort'"),
     ],
 )
 def test_unsupported_programs_fail_with_one_line(fn, fragment):
@@ -95,9 +94,11 @@ def test_unsupported_programs_fail_with_one_line(fn, fragment):
     assert str(e.value).startswith(f"{__file__}:")
 
 
-def test_rank_broadcast_is_refused_with_the_shape_rule():
-    with pytest.raises(CaptureError, match="operand ranks differ"):
-        capture(lambda x, a: x * a, half((2, 8), (8,)))
+def test_lower_rank_operands_broadcast_from_the_right():
+    x, a = torch.randn(2, 8), torch.randn(8)
+    captured = capture_program(lambda x, a: x * a, [x, a])
+    assert kernel_ops(captured.module) == ["kernel.reshape", "kernel.mul"]
+    torch.testing.assert_close(MirageFunction(captured)(x, a), x * a)
 
 
 RMS_FORMS = {
@@ -268,19 +269,20 @@ def expand_activation(x, w):
     return (x @ w).unsqueeze(0).expand(3, 4, 4)
 
 
-def test_expand_of_a_computed_tensor_is_one_line():
-    with pytest.raises(CaptureError) as e:
-        capture(expand_activation, half((4, 8), (8, 4)))
-    message = str(e.value)
-    line = line_of(expand_activation, ".expand(3, 4, 4)")
-    assert message.startswith(f"{__file__}:{line}:")
-    assert "an expand of a computed tensor" in message
-    assert "\n" not in message
+def test_expand_of_a_computed_tensor_is_a_product_by_ones():
+    x, w = torch.randn(4, 8), torch.randn(8, 4)
+    captured = capture_program(expand_activation, [x, w])
+    assert kernel_ops(captured.module)[-1] == "kernel.mul"
+    torch.testing.assert_close(MirageFunction(captured)(x, w), expand_activation(x, w))
 
 
-def test_linear_of_an_input_weight_is_refused():
-    with pytest.raises(CaptureError, match="not a module parameter or buffer"):
-        capture(F.linear, half((4, 8), (6, 8)))
+def test_linear_of_an_input_weight_transposes_it():
+    x, w, b = torch.randn(2, 4, 8), torch.randn(6, 8), torch.randn(6)
+    captured = capture_program(F.linear, [x, w, b])
+    assert "kernel.transpose" in kernel_ops(captured.module)
+    torch.testing.assert_close(
+        MirageFunction(captured)(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5
+    )
 
 
 def sum_of_squares(x):
@@ -567,7 +569,7 @@ def test_fx_fallback_when_dynamo_cannot_trace():
 
 
 def test_non_tensor_inputs_are_refused():
-    with pytest.raises(CaptureError, match="example input 1 is a int"):
+    with pytest.raises(CaptureError, match="input 1 \\('n'\\) is a int"):
         capture(lambda x, n: x, [torch.zeros(2), 3])
 
 
@@ -603,7 +605,6 @@ def test_scaled_dot_product_attention_captures_and_matches_torch(
 @pytest.mark.parametrize(
     "kwargs, why",
     [
-        ({"is_causal": True}, "an attention mask or is_causal"),
         ({"dropout_p": 0.1}, "dropout_p=0.1"),
         ({}, "2 query heads over 1 key heads"),
     ],

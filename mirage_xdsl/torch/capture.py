@@ -11,41 +11,24 @@ is half of a SiLU. Rules return those as :class:`Partial` values, which later
 rules combine into the fused op (``x * rsqrt(mean(x^2))`` becomes
 ``kernel.rms_norm``). A partial value that reaches any other op is
 *materialised* if it can be (``x^2`` becomes ``kernel.square``, a sigmoid
-that is not half of a SiLU ``kernel.sigmoid``), otherwise the
-capture fails with a located one-line message naming the torch op.
+that is not half of a SiLU ``kernel.sigmoid``, an expand a multiply by ones),
+otherwise the capture fails with a located one-line message naming the torch
+op.
 
-Semantics the kernel dialect fixes, and that capture therefore adopts:
+One program computes in one dtype (its *compute dtype*, the first floating
+input's): module parameters and constants made at capture are converted to
+it, and casts between float dtypes (``x.to(torch.float32)`` ...
+``.to(input_dtype)``) compute nothing, since every kernel computes in fp32
+and stores in the compute dtype.
 
-- softmax is ``exp(x - max(x)) / sum(exp(x - max(x)))`` (``kernel.reduce_max``
-  of the row subtracted), finite at any input scale; the verifier proves it
-  equal to the workloads' ``exp(x) / sum(exp(x))``;
-- ``torch.amax(x, dims, keepdim=True)`` and the values of
-  ``torch.max(x, dim, keepdim=True)`` are ``kernel.reduce_max``; the indices
-  of ``max`` are refused;
-- RMSNorm is ``x / sqrt(mean(x^2) + eps)``: the epsilon of ``F.rms_norm`` /
-  ``nn.RMSNorm`` (fp32's machine epsilon when None, as in torch) and of
-  ``mean(x^2) + eps`` becomes ``kernel.rms_norm``'s ``eps``, and a weight other
-  than all ones becomes a broadcast multiply;
-- a Python number is a constant only in ``x * c``, ``c * x``, ``x / c``
-  (``kernel.mul_scalar``), ``x + c``, ``c + x``, ``x - c`` and ``c - x``
-  (``kernel.add_scalar``, of ``kernel.neg(x)`` for ``c - x``); ``c / x`` is
-  refused;
-- reductions keep the reduced dim (``keepdim=True``) and element-wise operands
-  have equal ranks, as the dialect's ops do;
-- ``F.scaled_dot_product_attention`` (no mask, no dropout) is
-  ``softmax(q k^T * scale) v`` with the safe softmax; grouped heads
-  (``enable_gqa``) stack each group's queries as rows.
-
-Module parameters and buffers are constants, so shape changes of them are
-applied once, at capture: a transposed, reshaped or expanded weight
-(``x @ W.T``, ``nn.Linear``'s ``[out, in]`` weight, a bias shaped to
-broadcast) becomes an input holding the changed copy. On a computed tensor a
-view or reshape becomes ``kernel.reshape`` and a transpose or permute
-``kernel.transpose``; an expand is refused.
+The rules document the semantics the kernel dialect fixes (safe softmax,
+RMSNorm's epsilon, constants, layouts, attention); ``docs/torch.md`` lists
+them all.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,24 +37,27 @@ import torch
 from torch import fx
 from torch.export.graph_signature import InputKind
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
     DTYPES,
     RMS_NORM_FORMS,
     CaptureError,
-    node_dtype,
     node_shape,
+    torch_dtype,
     unsupported,
+    where_prefix,
 )
 from mirage_xdsl.torch.rules import (
     ATEN_RULES,
     IGNORED,
     MATERIALISED,
+    Expanded,
     MaxWithIndices,
     Parameter,
     Value,
+    materialise_expand,
 )
 from mirage_xdsl.torch.trace import export, program_name
 
@@ -102,31 +88,59 @@ def capture_program(
     fn: Callable[..., Any] | torch.nn.Module, example_inputs: Sequence[torch.Tensor]
 ) -> Captured:
     """Like :func:`capture`, also returning the parameters the program reads."""
+    names = input_names(fn, len(example_inputs))
     for i, x in enumerate(example_inputs):
-        if not isinstance(x, torch.Tensor):
-            raise CaptureError(
-                f"error: example input {i} is a {type(x).__name__}; "
-                "mirage captures functions of tensors only"
-            )
+        check_input(x, i, names[i])
     program = export(fn, example_inputs)
-    return Converter(program, program_name(fn)).run()
+    dtype = DTYPES[example_inputs[0].dtype] if example_inputs else DTYPES[torch.float32]
+    converter = Converter(program.graph, program_name(fn), dtype)
+    converter.bind_exported(program)
+    module = converter.run()
+    return Captured(module, converter.parameters, program.call_spec.out_spec)
+
+
+def input_names(fn: Callable[..., Any] | torch.nn.Module, count: int) -> list[str]:
+    """The parameter names of ``fn`` (its ``forward``), for messages."""
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        params = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"#{i}" for i in range(count)]
+
+
+def check_input(x: Any, index: int, name: str) -> None:
+    """A one-line error, at the user's call, for an input mirage cannot take."""
+    if not isinstance(x, torch.Tensor):
+        raise CaptureError(
+            f"{where_prefix(None)}error: input {index} ('{name}') is a "
+            f"{type(x).__name__}; mirage captures functions of tensors only"
+        )
+    if x.dtype not in DTYPES:
+        raise CaptureError(
+            f"{where_prefix(None)}error: input {index} ('{name}') is {x.dtype}; "
+            "mirage captures f16, bf16 and f32 tensors (index and integer math "
+            "stays torch: torch.compile(backend='mirage') runs it around the "
+            "captured parts)"
+        )
 
 
 class Converter:
-    """Walks an exported ATen graph once, building the kernel program."""
+    """Walks an ATen graph once, building the kernel program."""
 
-    def __init__(self, program: torch.export.ExportedProgram, name: str):
-        self.program = program
+    def __init__(self, graph: fx.Graph, name: str, dtype: Attribute):
+        self.fx_graph = graph
         self.graph = KernelGraph(name)
+        self.dtype = dtype
+        """The compute dtype: every input and constant of the program has it."""
         self.env: dict[fx.Node, Value] = {}
         self.parameters: list[torch.Tensor] = []
         """Parameters the program reads, in the order they became inputs."""
 
-    def run(self) -> Captured:
-        placeholders = [n for n in self.program.graph.nodes if n.op == "placeholder"]
-        self._bind_inputs(placeholders)
-        outputs: list[fx.Node] = []
-        for node in self.program.graph.nodes:
+    def run(self) -> ModuleOp:
+        """Convert every node; the program returns the graph's outputs."""
+        outputs: list[Any] = []
+        for node in self.fx_graph.nodes:
             if node.op == "call_function":
                 self._convert(node)
             elif node.op == "output":
@@ -135,28 +149,38 @@ class Converter:
             if not isinstance(out, fx.Node):
                 raise CaptureError(f"error: the function returns {out!r}, not a tensor")
             self.graph.mark_output(self.value(out))
-        module = self.graph.module()
-        return Captured(module, self.parameters, self.program.call_spec.out_spec)
+        return self.graph.module()
 
     # --- inputs --------------------------------------------------------------
 
-    def _bind_inputs(self, placeholders: list[fx.Node]) -> None:
-        specs = {s.arg.name: s for s in self.program.graph_signature.input_specs}
-        user = [n for n in placeholders if specs[n.name].kind == InputKind.USER_INPUT]
-        for node in user:
-            self.env[node] = self.graph.new_input(node_shape(node), node_dtype(node))
+    def bind_exported(self, program: torch.export.ExportedProgram) -> None:
+        """User inputs become inputs of their own dtype; parameters and buffers
+        become :class:`Parameter` stand-ins, inputs when first used."""
+        specs = {s.arg.name: s for s in program.graph_signature.input_specs}
+        placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
+        for node in placeholders:
+            if specs[node.name].kind == InputKind.USER_INPUT:
+                dtype = DTYPES[node.meta["val"].dtype]
+                self.env[node] = self.graph.new_input(node_shape(node), dtype)
         for node in placeholders:
             spec = specs[node.name]
             if spec.kind == InputKind.USER_INPUT:
                 continue
-            tensor = self.program.state_dict.get(spec.target)
+            tensor = program.state_dict.get(spec.target)
             if tensor is None:
-                tensor = self.program.constants.get(spec.target)
+                tensor = program.constants.get(spec.target)
             if not isinstance(tensor, torch.Tensor):
                 raise CaptureError(
                     f"error: module input '{spec.target}' is not a tensor"
                 )
             self.env[node] = Parameter(tensor.detach(), node)
+
+    def bind_inputs(self) -> None:
+        """Every placeholder becomes an input of the compute dtype (a boolean
+        one holds 0 and 1: torch's own promotion of a mask in arithmetic)."""
+        for node in self.fx_graph.nodes:
+            if node.op == "placeholder":
+                self.env[node] = self.graph.new_input(node_shape(node), self.dtype)
 
     # --- values --------------------------------------------------------------
 
@@ -167,9 +191,11 @@ class Converter:
             return v
         if isinstance(v, Parameter):
             if v.value is None:
-                v.value = self.graph.new_input(node_shape(node), node_dtype(node))
-                self.parameters.append(v.tensor)
+                v.value = self.constant(v.tensor)
             return v.value
+        if isinstance(v, Expanded):
+            self.env[node] = value = materialise_expand(self, v)
+            return value
         if isinstance(v, MaxWithIndices):
             raise unsupported(
                 v.node, "its (values, indices) pair as a tensor; take .values"
@@ -187,15 +213,11 @@ class Converter:
         )
 
     def constant(self, tensor: torch.Tensor) -> SSAValue:
-        """A tensor computed at capture from parameters (a transposed weight, a
-        bias shaped to broadcast): a new trailing input, passed like a parameter."""
-        if tensor.dtype not in DTYPES:
-            raise CaptureError(
-                f"error: a parameter of dtype {tensor.dtype} "
-                "(mirage supports f16, bf16, f32)"
-            )
+        """A tensor known at capture (a parameter, a weight transposed once, a
+        selection matrix): a new trailing input of the compute dtype."""
+        tensor = tensor.detach().to(torch_dtype(self.dtype)).contiguous()
         self.parameters.append(tensor)
-        return self.graph.new_input(tuple(tensor.shape), DTYPES[tensor.dtype])
+        return self.graph.new_input(tuple(tensor.shape), self.dtype)
 
     def _convert(self, node: fx.Node) -> None:
         rule = ATEN_RULES.get(getattr(node.target, "overloadpacket", node.target))

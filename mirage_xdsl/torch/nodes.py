@@ -14,7 +14,7 @@ from xdsl.ir import Attribute
 
 from mirage_xdsl.ir.builder import bfloat16, float16, float32
 from mirage_xdsl.ir.diagnostics import MirageError
-from mirage_xdsl.torch.trace import source_location
+from mirage_xdsl.torch.trace import caller_location, model_location, source_location
 
 aten = torch.ops.aten
 
@@ -23,6 +23,11 @@ DTYPES: dict[torch.dtype, Attribute] = {
     torch.bfloat16: bfloat16,
     torch.float32: float32,
 }
+
+
+def torch_dtype(dtype: Attribute) -> torch.dtype:
+    """The torch dtype of a kernel-dialect element type."""
+    return next(t for t, a in DTYPES.items() if a == dtype)
 
 
 class CaptureError(MirageError):
@@ -41,13 +46,34 @@ def op_name(node: fx.Node) -> str:
 
 
 def unsupported(node: fx.Node, why: str) -> CaptureError:
-    """``file:line:col: error: torch op 'aten.X' ...: why (in `source`)``."""
-    loc = source_location(node)
-    where = f"{loc}: " if loc else ""
-    source = f" (in `{loc.text}`)" if loc and loc.text else ""
+    """``file:line:col: error: torch op 'aten.X' ...: why (in `source`)``.
+
+    The location is the user's line that made the op; when the op comes from
+    library code (a transformers model), it is the user's call into mirage,
+    and the library's line is named in the parentheses."""
     return CaptureError(
-        f"{where}error: torch op '{op_name(node)}' is not supported: {why}{source}"
+        f"{where_prefix(node)}error: torch op '{op_name(node)}' is not supported: "
+        f"{why}{source_suffix(node)}"
     )
+
+
+def where_prefix(node: fx.Node | None) -> str:
+    """``file:line:col: `` of the user's line for ``node``, else of the user's
+    call into mirage; empty when neither is known."""
+    loc = (source_location(node) if node is not None else None) or caller_location()
+    return f"{loc}: " if loc else ""
+
+
+def source_suffix(node: fx.Node) -> str:
+    """`` (in `source`)`` of the user's line, or `` (in `source` at
+    package/file.py:LINE)`` of the model code's line when that is a library."""
+    user = source_location(node)
+    if user is not None:
+        return f" (in `{user.text}`)" if user.text else ""
+    model = model_location(node)
+    if model is None:
+        return ""
+    return f" (in `{model.text}` at {model.short()})"
 
 
 def node_meta(node: fx.Node) -> torch.Tensor:

@@ -104,32 +104,90 @@ class SourceLocation:
         col = f":{self.column}" if self.column is not None else ""
         return f"{self.file}:{self.line}{col}"
 
+    def short(self) -> str:
+        """``package/module.py:LINE``: the file below its installation dir."""
+        file = self.file
+        for root in _LIBRARY_DIRS:
+            if file.startswith(root):
+                file = os.path.join(
+                    os.path.basename(root.rstrip(os.sep)), file[len(root) :]
+                )
+                break
+        return f"{file}:{self.line}"
+
+
+def _package_dirs() -> tuple[str, ...]:
+    """Where torch, transformers, mirage_xdsl, the standard library and the
+    installed packages live: frames there are not the user's code, and a
+    message points past them."""
+    import importlib.util
+
+    dirs = [_TORCH_DIR, os.path.dirname(os.path.dirname(__file__)) + os.sep]
+    spec = importlib.util.find_spec("transformers")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [d + os.sep for d in spec.submodule_search_locations]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    dirs += [os.path.join(root, d) + os.sep for d in ("dialects", "lowering", "passes")]
+    dirs.append(os.path.dirname(os.__file__) + os.sep)  # the standard library
+    return tuple(dirs)
+
 
 def source_location(node: fx.Node) -> SourceLocation | None:
     """The innermost user frame of a node's recorded stack, if there is one.
 
-    Frames inside torch itself (and the wrapper of plain functions) are not the
-    user's code and are skipped; Python 3.11 ``^^^`` markers give the column.
+    Frames inside torch, transformers and mirage_xdsl are not the user's code
+    and are skipped; Python 3.11 ``^^^`` markers give the column.
     """
-    trace = node.meta.get("stack_trace") or ""
-    lines = trace.splitlines()
-    found: SourceLocation | None = None
+    frames = _node_frames(node)
+    return next((f for f in reversed(frames) if not _is_library(f.file)), None)
+
+
+def model_location(node: fx.Node) -> SourceLocation | None:
+    """The innermost frame of a node's stack outside torch: the line of the
+    model code that made it, even when that code is a library (transformers)."""
+    frames = _node_frames(node)
+    return frames[-1] if frames else None
+
+
+def node_location(node: fx.Node) -> SourceLocation | None:
+    """The user's line for a node (:func:`source_location`), else the line of
+    the model code that made it (:func:`model_location`)."""
+    return source_location(node) or model_location(node)
+
+
+def caller_location() -> SourceLocation | None:
+    """The innermost frame of the running Python stack in the user's code:
+    where the user called into mirage (``capture``, a compiled model)."""
+    for info in traceback.extract_stack()[::-1]:
+        if not _is_library(info.filename) and info.lineno:
+            text = (info.line or "").strip()
+            return SourceLocation(info.filename, info.lineno, None, text)
+    return None
+
+
+def _node_frames(node: fx.Node) -> list[SourceLocation]:
+    """The frames of a node's recorded stack outside torch, outermost first."""
+    lines = (node.meta.get("stack_trace") or "").splitlines()
+    frames = []
     for i, line in enumerate(lines):
         m = _FRAME.search(line)
-        if m is None or _is_library_frame(m["file"], m["fn"]):
+        if m is None or _is_torch_frame(m["file"], m["fn"]):
             continue
         number = int(m["line"])
         text = linecache.getline(m["file"], number).rstrip("\n")
-        found = SourceLocation(
-            m["file"], number, _caret_column(lines[i + 1 : i + 3], text), text.strip()
-        )
-    return found
+        column = _caret_column(lines[i + 1 : i + 3], text)
+        frames.append(SourceLocation(m["file"], number, column, text.strip()))
+    return frames
 
 
-def _is_library_frame(file: str, function: str) -> bool:
+def _is_torch_frame(file: str, function: str) -> bool:
     return file.startswith(_TORCH_DIR) or (
         file == __file__ and function == FunctionModule.forward.__name__
     )
+
+
+def _is_library(file: str) -> bool:
+    return file.startswith(_LIBRARY_DIRS) or file.startswith("<")
 
 
 def _caret_column(following: list[str], source: str) -> int | None:
@@ -140,3 +198,6 @@ def _caret_column(following: list[str], source: str) -> int | None:
     shown_indent = len(shown) - len(shown.lstrip())
     source_indent = len(source) - len(source.lstrip())
     return following[1].index("^") - shown_indent + source_indent + 1
+
+
+_LIBRARY_DIRS = _package_dirs()

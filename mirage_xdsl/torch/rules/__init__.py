@@ -30,15 +30,25 @@ from mirage_xdsl.torch.rules.arith import (
     unary,
 )
 from mirage_xdsl.torch.rules.attention import sdpa
-from mirage_xdsl.torch.rules.layout import identity, shape_change, swaps
-from mirage_xdsl.torch.rules.linear import linear, matmul
-from mirage_xdsl.torch.rules.norms import mean, pow_, rms_norm, rsqrt, sqrt, square
+from mirage_xdsl.torch.rules.layout import dropout, identity, shape_change, swaps
+from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
+from mirage_xdsl.torch.rules.norms import (
+    layer_norm,
+    mean,
+    pow_,
+    rms_norm,
+    rsqrt,
+    sqrt,
+    square,
+)
 from mirage_xdsl.torch.rules.operands import (
+    Expanded,
     MaxWithIndices,
     Parameter,
     Partial,
     Rule,
     Value,
+    materialise_expand,
 )
 from mirage_xdsl.torch.rules.reductions import (
     amax,
@@ -47,6 +57,7 @@ from mirage_xdsl.torch.rules.reductions import (
     reduce_sum,
     softmax,
 )
+from mirage_xdsl.torch.rules.slicing import cat, chunk, select, slice_, split
 
 TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
 """The rule of an element-wise op of the table's form that an ATen op is
@@ -62,6 +73,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.mm: matmul,
     aten.bmm: matmul,
     aten.linear: linear,
+    aten.addmm: addmm,
     aten.t: shape_change,
     aten.numpy_T: shape_change,
     aten.transpose: shape_change,
@@ -92,6 +104,14 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.softmax: softmax,
     aten._softmax: softmax,
     aten.rms_norm: rms_norm,
+    aten.layer_norm: layer_norm,
+    aten.slice: slice_,
+    aten.select: select,
+    aten.cat: cat,
+    aten.split: split,
+    aten.split_with_sizes: split,
+    aten.chunk: chunk,
+    aten.dropout: dropout,
     aten.clone: identity,
     aten.alias: identity,
     aten.detach: identity,
@@ -112,6 +132,8 @@ IGNORED = {aten._assert_tensor_metadata.default}
 
 __all__ = [
     "ATEN_RULES",
+    "Expanded",
+    "materialise_expand",
     "IGNORED",
     "MATERIALISED",
     "MaxWithIndices",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch import fx
+from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.torch.nodes import (
@@ -22,6 +23,8 @@ from mirage_xdsl.torch.rules.operands import (
     check_shape,
     is_x_of,
     partial_of,
+    ranked,
+    refuse_scalars,
     tensor_and_scalar,
     tensor_operands,
 )
@@ -31,11 +34,23 @@ def elementwise(kind: str) -> Rule:
     def rule(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
         if kw.get("alpha", 1) != 1 or kw.get("rounding_mode") is not None:
             raise unsupported(node, f"options {kw}")
-        x, y = tensor_operands(c, node, a, b)
-        check_shape(node, shapes.broadcast, node_shape(a), node_shape(b))
+        x, y = broadcast_operands(c, node, a, b)
         return getattr(c.graph, kind)(x, y)
 
     return rule
+
+
+def broadcast_operands(
+    c: Converter, node: fx.Node, a: Any, b: Any
+) -> tuple[SSAValue, SSAValue]:
+    """Both tensor operands at the result's rank (a lower-rank one gets
+    leading dims of size one, as torch broadcasts it), checked to broadcast."""
+    refuse_scalars(node, a, b)
+    rank = len(node_shape(node))
+    x, y = ranked(c, a, rank), ranked(c, b, rank)
+    shape = [tuple(v.type.get_shape()) for v in (x, y)]  # type: ignore[attr-defined]
+    check_shape(node, shapes.broadcast, *shape)
+    return x, y
 
 
 def unary(kind: str) -> Rule:
@@ -79,8 +94,7 @@ def sub(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
     k = as_number(a)
     if k is not None and isinstance(b, fx.Node):
         return c.graph.add_scalar(c.graph.neg(c.value(b)), k)
-    x, y = tensor_operands(c, node, a, b)
-    check_shape(node, shapes.broadcast, node_shape(a), node_shape(b))
+    x, y = broadcast_operands(c, node, a, b)
     return c.graph.add(x, c.graph.neg(y))
 
 

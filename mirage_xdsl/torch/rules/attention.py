@@ -1,20 +1,26 @@
-"""``F.scaled_dot_product_attention``."""
+"""``F.scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``.
+
+- The softmax is the safe one (the row maximum subtracted).
+- Grouped heads (``enable_gqa``, or keys and values widened by ``repeat_kv``:
+  ``unsqueeze``, ``expand``, ``reshape``) stack each group's queries as rows,
+  ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key head
+  serves its group and the widened keys are never built.
+- A boolean mask (``True`` attends) and ``is_causal`` are 0/1 multipliers of
+  the exponentials, exact in the verifier's field; the row maximum is taken
+  over the masked scores. A float mask is added to the scores, as torch does.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import torch
 from torch import fx
+from xdsl.ir import SSAValue
 
-from mirage_xdsl.torch.nodes import (
-    node_shape,
-    unsupported,
-)
-from mirage_xdsl.torch.rules.operands import (
-    Converter,
-    Value,
-)
+from mirage_xdsl.torch.nodes import node_meta, node_shape, unsupported
+from mirage_xdsl.torch.rules.operands import Converter, Expanded, Value
 
 
 def sdpa(
@@ -30,37 +36,97 @@ def sdpa(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Value:
-    """``F.scaled_dot_product_attention`` without mask or dropout:
-    ``softmax(q @ k^T * scale) @ v`` with the default scale ``1/sqrt(d)`` and
-    the safe softmax. Grouped heads (``enable_gqa``, ``h`` query heads over
-    ``g`` key heads) stack each group's queries as rows,
-    ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key
-    head serves its whole group."""
-    if attn_mask is not None or is_causal:
-        raise unsupported(node, "an attention mask or is_causal (no masking op)")
+    """The attention of ``q`` over ``k``/``v`` (see the module docstring)."""
     if dropout_p:
         raise unsupported(node, f"dropout_p={dropout_p} (no random op)")
-    sq, sk, sv = node_shape(q), node_shape(k), node_shape(v)
+    sq = node_shape(q)
+    key, sk = grouped_heads(c, k)
+    value, sv = grouped_heads(c, v)
     if len(sq) < 3 or not len(sq) == len(sk) == len(sv):
         raise unsupported(node, "query, key and value of different ranks, or < 3")
     heads, kv_heads = sq[-3], sk[-3]
-    if heads != kv_heads and not (enable_gqa and heads % kv_heads == 0):
+    widened = node_shape(k)[-3] != kv_heads
+    if heads != kv_heads and not ((enable_gqa or widened) and heads % kv_heads == 0):
         raise unsupported(
             node,
             f"{heads} query heads over {kv_heads} key heads "
             "(grouped heads need enable_gqa=True and a whole number of groups)",
         )
-    rows = (heads // kv_heads) * sq[-2]
+    group, rank = heads // kv_heads, len(sq)
     query = c.value(q)
-    if heads != kv_heads:
-        query = c.graph.reshape(query, (*sq[:-3], kv_heads, rows, sq[-1]))
-    rank = len(sq)
-    scores = c.graph.matmul(query, c.graph.transpose(c.value(k), rank - 2, rank - 1))
+    if group > 1:
+        query = c.graph.reshape(query, (*sq[:-3], kv_heads, group * sq[-2], sq[-1]))
+    scores = c.graph.matmul(query, c.graph.transpose(key, rank - 2, rank - 1))
     scores = c.graph.mul_scalar(scores, scale if scale else 1.0 / math.sqrt(sq[-1]))
-    e = c.graph.exp(
-        c.graph.add(scores, c.graph.neg(c.graph.reduce_max(scores, rank - 1)))
-    )
-    out = c.graph.matmul(c.graph.div(e, c.graph.reduction(e, rank - 1)), c.value(v))
-    if heads != kv_heads:
+    heads_view = (kv_heads, group) if group > 1 else (heads,)
+    view = (*sq[:-3], *heads_view, sq[-2], sk[-2])
+    if group > 1:
+        scores = c.graph.reshape(scores, view)
+    p = masked_softmax(c, node, scores, mask_of(c, node, attn_mask, is_causal, view))
+    if group > 1:
+        p = c.graph.reshape(p, (*sq[:-3], kv_heads, group * sq[-2], sk[-2]))
+    out = c.graph.matmul(p, value)
+    if group > 1:
         out = c.graph.reshape(out, (*sq[:-1], sv[-1]))
     return out
+
+
+def grouped_heads(c: Converter, a: Any) -> tuple[SSAValue, tuple[int, ...]]:
+    """Keys or values, with heads widened by ``repeat_kv`` (``[.., g, 1, s, d]``
+    expanded to ``[.., g, r, s, d]`` and reshaped to ``[.., g r, s, d]``) read
+    as their ``g`` heads."""
+    e = c.env.get(a)
+    if isinstance(e, Expanded) and e.reshape is not None and len(e.shape) >= 5:
+        src = tuple(e.x.type.get_shape())  # type: ignore[attr-defined]
+        *batch, g, one, s, d = src
+        widened = (*batch, g * e.shape[-3], s, d)
+        if one == 1 and tuple(e.shape[:-3]) == (*batch, g) and e.reshape == widened:
+            shape = (*batch, g, s, d)
+            return c.graph.reshape(e.x, shape), shape
+    return c.value(a), node_shape(a)
+
+
+def mask_of(
+    c: Converter, node: fx.Node, mask: Any, is_causal: bool, view: tuple[int, ...]
+) -> tuple[str, SSAValue] | None:
+    """The mask as ``("mul", 0/1)`` or ``("add", bias)``, shaped to broadcast
+    over the scores ``view``: ``[.., heads, l, s]``, or ``[.., kv heads,
+    group, l, s]`` for grouped heads."""
+    if is_causal and mask is not None:
+        raise unsupported(node, "both a mask and is_causal")
+    rows, cols = view[-2:]
+    if is_causal:
+        causal = torch.ones(rows, cols).tril()
+        return "mul", c.constant(causal.reshape((1,) * (len(view) - 2) + (rows, cols)))
+    if mask is None:
+        return None
+    grouped = len(view) - len(node_shape(node))  # 1 when heads are grouped
+    shape = node_shape(mask)
+    shape = (1,) * (len(view) - grouped - len(shape)) + tuple(shape)
+    *mbatch, mh, ml, ms = shape
+    heads = math.prod(view[-4:-2]) if grouped else view[-3]
+    if mh not in (1, heads):
+        raise unsupported(node, f"a mask over {mh} heads for {heads}")
+    head_view = view[-4:-2] if grouped else (mh,)
+    if mh == 1:
+        head_view = (1,) * len(head_view)
+    m = c.value(mask)
+    if (*mbatch, *head_view, ml, ms) != node_shape(mask):
+        m = c.graph.reshape(m, (*mbatch, *head_view, ml, ms))
+    return ("mul" if node_meta(mask).dtype == torch.bool else "add"), m
+
+
+def masked_softmax(
+    c: Converter, node: fx.Node, s: SSAValue, mask: tuple[str, SSAValue] | None
+) -> SSAValue:
+    """The safe softmax over the last dim, with the mask applied."""
+    last = len(s.type.get_shape()) - 1  # type: ignore[attr-defined]
+    if mask is not None and mask[0] == "add":
+        s = c.graph.add(s, mask[1])
+    shifted = s
+    if mask is not None and mask[0] == "mul":
+        shifted = c.graph.mul(s, mask[1])
+    e = c.graph.exp(c.graph.add(s, c.graph.neg(c.graph.reduce_max(shifted, last))))
+    if mask is not None and mask[0] == "mul":
+        e = c.graph.mul(e, mask[1])
+    return c.graph.div(e, c.graph.reduction(e, last))

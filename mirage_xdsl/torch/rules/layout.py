@@ -4,11 +4,13 @@ ops that compute nothing (copies, aliases, same-dtype casts)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from torch import fx
 
 from mirage_xdsl.torch.nodes import (
+    DTYPES,
     aten,
     node_meta,
     node_shape,
@@ -16,6 +18,7 @@ from mirage_xdsl.torch.nodes import (
 )
 from mirage_xdsl.torch.rules.operands import (
     Converter,
+    Expanded,
     Parameter,
     Value,
     parameter_of,
@@ -31,7 +34,16 @@ def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> 
         return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
     if node_shape(node) == node_shape(a) and node.target not in SWAPS:
         return c.env[a]  # a view that changes nothing
+    expanded = c.env.get(a)
+    if isinstance(expanded, Expanded) and node.target not in SWAPS | EXPANDS:
+        return replace(expanded, reshape=node_shape(node))
+    if node.target in EXPANDS:
+        return Expanded(c.value(a), node_shape(node), node)
     return layout_change(c, node, a, *args)
+
+
+EXPANDS = {aten.expand.default}
+"""An expand of a computed tensor is an :class:`Expanded` stand-in."""
 
 
 SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.default}
@@ -41,8 +53,7 @@ SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.
 def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
     """``view``/``reshape``/``unsqueeze``/``flatten`` become ``kernel.reshape``;
     ``transpose``, ``t`` and ``permute`` become ``kernel.transpose`` (a
-    permutation, one swap of two dims after another); ``expand`` of a computed
-    tensor is refused (the dialect broadcasts only inside element-wise ops)."""
+    permutation, one swap of two dims after another)."""
     x = c.value(a)
     rank = len(node_shape(a))
     if node.target in SWAPS:
@@ -55,13 +66,6 @@ def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
         for i, j in swaps(order):
             x = c.graph.transpose(x, i, j)
         return x
-    if node.target == aten.expand.default:
-        raise unsupported(
-            node,
-            "an expand of a computed tensor (broadcast it by an element-wise op, "
-            "or pass grouped heads to scaled_dot_product_attention with "
-            "enable_gqa=True)",
-        )
     return c.graph.reshape(x, node_shape(node))
 
 
@@ -79,9 +83,20 @@ def swaps(order: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Value:
-    """Copies, aliases and casts to the same dtype compute nothing."""
-    if node_meta(node).dtype != node_meta(a).dtype:
-        raise unsupported(node, "a dtype conversion (mirage keeps one dtype)")
+    """Copies, aliases and casts between float dtypes compute nothing: every
+    kernel computes in fp32 and stores in the program's one compute dtype, so
+    ``x.to(torch.float32)`` ... ``.to(input_dtype)`` folds away."""
+    if node_meta(node).dtype not in DTYPES:
+        raise unsupported(
+            node, f"a cast to {node_meta(node).dtype} (mirage computes in floats)"
+        )
     if node_shape(node) != node_shape(a):
         raise unsupported(node, "a copy that changes the shape")
+    return c.env[a]
+
+
+def dropout(c: Converter, node: fx.Node, a: Any, p: float, train: Any) -> Value:
+    """``F.dropout`` in eval mode or with ``p=0`` is the identity."""
+    if train and p:
+        raise unsupported(node, f"dropout with p={p} in training (no random op)")
     return c.env[a]

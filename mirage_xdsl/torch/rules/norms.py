@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,14 +23,23 @@ from mirage_xdsl.torch.rules.operands import (
     Value,
     parameter_of,
     partial_of,
+    ranked,
     tensor_operands,
 )
 
 
 def pow_(c: Converter, node: fx.Node, a: Any, exponent: Any) -> Value:
-    if exponent != 2:
-        raise unsupported(node, f"exponent {exponent!r} (only x^2 is supported)")
-    return Partial("square", c.value(a), node)
+    """``x^2`` (a piece of an RMSNorm, or ``kernel.square``) and other whole
+    powers up to 4 as products (``x^3``: GPT-2's tanh GELU)."""
+    if exponent == 2:
+        return Partial("square", c.value(a), node)
+    if exponent not in (1, 3, 4):
+        raise unsupported(node, f"exponent {exponent!r} (whole powers 1 to 4)")
+    x = c.value(a)
+    if exponent == 1:
+        return x
+    sq = c.graph.square(x)
+    return c.graph.mul(sq, x) if exponent == 3 else c.graph.square(sq)
 
 
 def square(c: Converter, node: fx.Node, a: Any) -> Value:
@@ -37,10 +47,48 @@ def square(c: Converter, node: fx.Node, a: Any) -> Value:
 
 
 def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw):
+    """``mean(x^2)`` over the last dim is a piece of an RMSNorm; any other
+    mean over given dims is a sum of each times ``1 / count`` (the reduced
+    dims dropped by a reshape unless ``keepdim``)."""
+    shape = node_shape(a)
     sq = partial_of(c, a, "square")
-    if sq is None or not keepdim or not last_dim_only(node, dims, len(node_shape(a))):
-        raise unsupported(node, f"mean is only supported inside {RMS_NORM_FORMS}")
-    return Partial("mean_square", sq.x, node)
+    if sq is not None and keepdim and last_dim_only(node, dims, len(shape)):
+        return Partial("mean_square", sq.x, node)
+    if not dims or kw.get("dtype") is not None:
+        raise unsupported(node, "a mean over every dim, or with a dtype")
+    reduced = sorted({d % len(shape) for d in dims})
+    x = c.value(a)
+    for d in reduced:
+        x = c.graph.reduction(x, d)
+    x = c.graph.mul_scalar(x, 1.0 / math.prod(shape[d] for d in reduced))
+    return x if keepdim else c.graph.reshape(x, node_shape(node))
+
+
+def layer_norm(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    normalized_shape: Sequence[int],
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+    *rest: Any,
+) -> Value:
+    """``F.layer_norm`` / ``nn.LayerNorm`` over the last dim: the RMSNorm of
+    ``x - mean(x)`` (exactly ``(x - mean) / sqrt(var + eps)``), times the
+    weight, plus the bias."""
+    shape = node_shape(a)
+    if list(normalized_shape) != [shape[-1]]:
+        raise unsupported(node, "LayerNorm over more than the last dim")
+    x = c.value(a)
+    rank = len(shape)
+    mu = c.graph.mul_scalar(c.graph.reduction(x, rank - 1), 1.0 / shape[-1])
+    y = c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
+    if weight is not None:
+        y = c.graph.mul(y, ranked(c, weight, rank))
+    if bias is not None:
+        y = c.graph.add(y, ranked(c, bias, rank))
+    return y
 
 
 def sqrt(c: Converter, node: fx.Node, a: Any) -> Value:

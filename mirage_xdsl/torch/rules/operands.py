@@ -1,8 +1,9 @@
 """What conversion rules pass around, and how they read their operands.
 
 A rule returns a node's value: an SSA value, or one of the stand-ins here
-(:class:`Partial`, :class:`Parameter`, :class:`MaxWithIndices`) that later
-rules combine or the converter materialises.
+(:class:`Partial`, :class:`Parameter`, :class:`MaxWithIndices`,
+:class:`Expanded`, :class:`Pieces`) that later rules combine or the converter
+materialises.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from typing import Any, Protocol
 
 import torch
 from torch import fx
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
+    node_shape,
     unsupported,
 )
 
@@ -57,7 +59,31 @@ class MaxWithIndices:
     node: fx.Node
 
 
-Value = SSAValue | Partial | Parameter | MaxWithIndices
+@dataclass(frozen=True)
+class Expanded:
+    """``x.expand(shape)`` of a computed tensor, possibly reshaped after
+    (``reshape``): the kernel dialect broadcasts only inside element-wise ops,
+    so it exists as a value only when materialised (a multiply by ones); an
+    attention reads grouped heads (``repeat_kv``) from ``x`` directly."""
+
+    x: SSAValue
+    shape: tuple[int, ...]
+    node: fx.Node
+    reshape: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The tensors of ``torch.split`` / ``chunk``: ``source`` cut along
+    ``dim`` into ``ranges``, each sliced when ``operator.getitem`` reads it."""
+
+    source: fx.Node
+    dim: int
+    ranges: tuple[range, ...]
+    node: fx.Node
+
+
+Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces
 
 
 class Converter(Protocol):
@@ -65,6 +91,7 @@ class Converter(Protocol):
 
     graph: KernelGraph
     env: dict[fx.Node, Value]
+    dtype: Attribute
 
     def value(self, node: fx.Node) -> SSAValue:
         """The SSA value of a converted node."""
@@ -135,3 +162,29 @@ def parameter_of(c: Converter, a: Any) -> torch.Tensor | None:
     """The tensor of a module parameter or buffer operand, else None."""
     v = c.env.get(a) if isinstance(a, fx.Node) else None
     return v.tensor if isinstance(v, Parameter) else None
+
+
+def ranked(c: Converter, a: Any, rank: int) -> SSAValue:
+    """Operand ``a`` with leading dims of size one up to ``rank``: torch
+    broadcasts a lower-rank operand (a 1-d norm weight, a bias) from the
+    right; the dialect's element-wise ops want equal ranks."""
+    shape = node_shape(a)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        return c.constant(tensor.reshape(padded)) if padded != shape else c.value(a)
+    x = c.value(a)
+    return c.graph.reshape(x, padded) if padded != shape else x
+
+
+def materialise_expand(c: Converter, e: Expanded) -> SSAValue:
+    """An :class:`Expanded` value as ops: ``x * ones`` broadcasts ``x`` to the
+    expanded shape (exact: a product by one), reshaped after if it was."""
+    x = e.x
+    src = tuple(x.type.get_shape())  # type: ignore[attr-defined]
+    if len(src) < len(e.shape):
+        src = (1,) * (len(e.shape) - len(src)) + src
+        x = c.graph.reshape(x, src)
+    ones = torch.ones([n if s == 1 else 1 for s, n in zip(src, e.shape, strict=True)])
+    y = c.graph.mul(x, c.constant(ones))
+    return c.graph.reshape(y, e.reshape) if e.reshape else y

@@ -14,9 +14,11 @@ from mirage_xdsl.torch.nodes import (
 from mirage_xdsl.torch.rules.operands import (
     Converter,
     MaxWithIndices,
+    Pieces,
     Value,
     tensor_operands,
 )
+from mirage_xdsl.torch.rules.slicing import piece
 
 
 def reduce_sum(
@@ -72,8 +74,11 @@ def max_(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
 
 
 def getitem(c: Converter, node: fx.Node, a: Any, index: Any) -> Value:
-    """``torch.max(x, dim)[0]`` (``.values``); the indices are refused."""
+    """``torch.max(x, dim)[0]`` (``.values``), the indices refused; a piece
+    of ``split`` / ``chunk``."""
     pair = c.env.get(a) if isinstance(a, fx.Node) else None
+    if isinstance(pair, Pieces):
+        return piece(c, pair, index)
     if not isinstance(pair, MaxWithIndices):
         raise unsupported(node, "indexing a result (only max(x, dim).values)")
     if index == 0:
