@@ -7,6 +7,7 @@ import pytest
 
 from mirage_xdsl.runtime import api, measure
 from mirage_xdsl.runtime.driver import GpuError
+from mirage_xdsl.runtime.timer import Unreliable
 
 
 class FakeCompiled:
@@ -91,3 +92,51 @@ def test_a_program_lowered_ahead_is_what_the_cuda_backend_compiles(
     module, lowered = object(), object()
     measure.time_module(module, ("triton", "cuda"), FakeTimer(), lowered)
     assert given == [(module, "triton"), (lowered, "cuda")]
+
+
+class BusyTimer:
+    """A timer on a GPU that another process keeps busy."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def per_call_us(self, calls, count):
+        self.asked += 1
+        raise Unreliable("GPU GPU-1: no reliable timing in 3 attempts: busy")
+
+
+def test_a_gpu_it_cannot_trust_hands_the_choice_to_the_cost_model(
+    monkeypatch,
+) -> None:
+    class Ok:
+        def run(self, *xs, outputs):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(api, "compile", lambda program, backend: Ok())
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    monkeypatch.setattr(measure, "precompile", lambda modules, backends: [None] * 2)
+    timer = BusyTimer()
+    gpu = measure.GpuMeasure(backends=("triton",), _timer=timer)
+    first, second = object(), object()
+    gpu.prepare([first, second])
+    with pytest.warns(UserWarning, match="busy; the cost model chooses instead"):
+        assert gpu(first) == float("inf")
+    assert gpu.fallback.endswith("busy")
+    assert gpu.describe()["unmeasured"] == gpu.fallback
+    assert gpu(second) == float("inf") and timer.asked == 1  # not timed again
+    gpu.prepare([first, second])  # the next selection tries the GPU again
+    assert gpu.fallback == ""
+
+
+def test_the_autotuner_finding_the_gpu_busy_is_no_build_failure(monkeypatch) -> None:
+    def tuning(program, backend):
+        raise Unreliable("GPU GPU-1: no reliable timing in 3 attempts: busy")
+
+    monkeypatch.setattr(api, "compile", tuning)
+    failures: list[str] = []
+    with pytest.raises(Unreliable):
+        measure.time_module(object(), ("triton",), FakeTimer(), failures=failures)
+    assert failures == []

@@ -12,17 +12,25 @@ per call of the faster backend and remembers, per call, what it measured.
 Its ``prepare`` compiles the CUDA C of all the candidates at once first
 (:func:`precompile`): compiled one after another, NVRTC took about a quarter
 of a search's measured selection.
+
+When the timer cannot give a figure it trusts (``timer.Unreliable``: the GPU
+stayed busy with another process's work, or its figures failed the sanity
+checks), the measure stops timing for the rest of that selection, warns,
+and says so in ``fallback``: the search then lets the cost model choose,
+and does not cache the result as a measured one. A wrong pick is never
+made silently from disturbed figures.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mirage_xdsl.ir.diagnostics import first_line
 from mirage_xdsl.runtime.driver import GpuError
-from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+from mirage_xdsl.runtime.timer import BATCH, GraphTimer, Unreliable
 
 BACKENDS = ("triton", "cuda")
 
@@ -75,6 +83,8 @@ def time_module(
         program = lowered if backend == "cuda" and lowered is not None else module
         try:
             compiled = compile(program, backend=backend)
+        except Unreliable:  # the autotuner's timings: the GPU's, not the program's
+            raise
         except Exception as e:
             # Lowering and compiling a generated µGraph can fail in any of
             # their passes, with any error: it is this program's, not the
@@ -157,6 +167,10 @@ class GpuMeasure:
     _timer: GraphTimer | None = None
     _lowered: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     """By ``id`` of a prepared module: the module and its CUDA C program."""
+    fallback: str = ""
+    """Why the GPU could not be trusted during this selection (then every
+    later call returns ``inf`` untimed and the search's cost model chooses);
+    empty while it could."""
 
     @property
     def key(self) -> str:
@@ -173,6 +187,7 @@ class GpuMeasure:
 
     def prepare(self, modules: Sequence[Any]) -> None:
         """Compile every module the search will time, before timing any."""
+        self.fallback = ""
         programs = precompile(modules, self.backends)
         self._lowered = {id(m): (m, p) for m, p in zip(modules, programs, strict=True)}
 
@@ -183,9 +198,20 @@ class GpuMeasure:
         if prepared is not module:
             lowered = None
         self.failures = []
-        self.last = time_module(
-            module, self.backends, self._timer, lowered, self.failures
-        )
+        self.last = []
+        if self.fallback:
+            return float("inf")
+        try:
+            self.last = time_module(
+                module, self.backends, self._timer, lowered, self.failures
+            )
+        except Unreliable as e:
+            self.fallback = first_line(str(e))
+            warnings.warn(
+                f"measured selection: {self.fallback}; the cost model chooses instead",
+                stacklevel=2,
+            )
+            return float("inf")
         if not self.last:
             return float("inf")
         return min(t.batched_us for t in self.last) * 1e-6
@@ -194,6 +220,8 @@ class GpuMeasure:
         """What the last call measured, for the search's report (with the
         ``failures`` of the backends that could not time it, if any)."""
         failed = {"failures": list(self.failures)} if self.failures else {}
+        if self.fallback:
+            failed["unmeasured"] = self.fallback
         if not self.last:
             return {"backend": None, "time_us": None, **failed}
         best = min(self.last, key=lambda t: t.batched_us)
