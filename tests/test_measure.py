@@ -140,3 +140,52 @@ def test_the_autotuner_finding_the_gpu_busy_is_no_build_failure(monkeypatch) -> 
     with pytest.raises(Unreliable):
         measure.time_module(object(), ("triton",), FakeTimer(), failures=failures)
     assert failures == []
+
+
+class FlakyGpu:
+    """A measure whose GPU is taken over after it timed the input."""
+
+    key = "gpu:fake"
+
+    def __init__(self) -> None:
+        self.fallback = ""
+        self.timed = 0
+
+    def prepare(self, modules) -> None:
+        self.fallback = ""
+
+    def __call__(self, module) -> float:
+        if self.fallback:
+            return float("inf")
+        self.timed += 1
+        if self.timed == 1:
+            return 1e-9  # the input, timed before the GPU was taken
+        self.fallback = "GPU GPU-1: no reliable timing in 3 attempts: busy"
+        return float("inf")
+
+
+def test_a_selection_the_gpu_failed_is_the_cost_models_and_not_cached(
+    tmp_path,
+) -> None:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.ir.printing import module_text
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import superoptimize_function
+    from mirage_xdsl.semantics.interpreter import entry_function
+    from mirage_xdsl.workloads import WORKLOADS
+
+    fn = entry_function(WORKLOADS["gated_mlp"].module(1, 8))
+    options = SearchOptions(jobs=1, max_kernels=1)
+    gpu = FlakyGpu()
+    flaky = superoptimize_function(fn, options, gpu, str(tmp_path))
+    modelled = superoptimize_function(fn, options, None, "none")
+
+    def text(outcome) -> str:
+        return module_text(ModuleOp([outcome.function.clone()]))
+
+    assert gpu.timed == 2  # the input, then the first candidate
+    assert text(flaky) == text(modelled)  # not the input its figure favoured
+    assert flaky.report.stopped == "GPU unreliable, the cost model chose"
+    assert f"measured selection: {gpu.fallback}" in flaky.report.failures
+    assert not list(tmp_path.glob("*.json"))  # next time the GPU is asked again

@@ -25,7 +25,8 @@ Measure = Callable[[ModuleOp], float]
 measure may also have ``key`` (what its timings depend on; measured results
 are cached under it), ``describe()`` (details of its last timing, with
 ``failures``: a line per backend that could not build or run it) and
-``prepare(modules)`` (given every module before the first is timed)."""
+``prepare(modules)`` (given every module before the first is timed) and
+``fallback`` (why its figures could not be trusted: the cost model chooses)."""
 
 MEASURED_SLACK = 2.0
 """When a GPU decides, candidates the cost model puts up to this many times the
@@ -176,6 +177,12 @@ def measured_pick(
         report.measured.append(entry)
         timed.append((seconds, i))
     _, best = min(timed)
+    if unmeasured := getattr(measure, "fallback", ""):
+        # The device's figures could not be trusted (``runtime/timer.py``):
+        # the cost model chooses, and the result is not cached as measured.
+        report.failures.append(f"measured selection: {unmeasured}")
+        report.stopped = report.stopped or "GPU unreliable, the cost model chose"
+        best = min((pool[i][0], pool[i][1].kernels, i) for _, i in timed)[2]
     report.measured[best]["chosen"] = True
     report.measured_by = str(getattr(measure, "key", "measure"))
     return pool[best]
