@@ -24,14 +24,17 @@ from test_triton import (
     _interpret,
     needs_triton,
 )
+from xdsl.dialects import func
 
-from mirage_xdsl.dialects import shapes
+from mirage_xdsl.dialects import block, kernel, shapes
 from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering import nvrtc
 from mirage_xdsl.lowering.cuda import generate_program
-from mirage_xdsl.semantics.interpreter import run
+from mirage_xdsl.search import labels as L
+from mirage_xdsl.search import superoptimize
+from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.verify.equivalence import equivalent
 
 INPUTS = Path(__file__).parent / "filecheck" / "inputs"
@@ -135,3 +138,29 @@ def test_triton_kernels_match_the_interpreter() -> None:
 def test_triton_compiles_for_sm90(name: str) -> None:
     for compiled in _compile_all_forms(module_of(name)):
         _check_compiled(compiled)
+
+
+def test_labels_line_up_trailing_dims() -> None:
+    a, b, c = L.axis(0), L.axis(1), L.axis(2)
+    assert L.broadcast((a, b, c), (c,)) == (a, b, c)
+    assert L.broadcast((c,), (a, b)) is None
+    assert L.matmul((a, b, c), (c, L.axis(3))) == (a, b, L.axis(3))
+    assert L.matmul((L.UNIT, b, c), (a, c, L.axis(3))) == (a, b, L.axis(3))
+    function = entry_function(norm_linear())
+    axes = L.analyse(function)
+    x, w, p = function.body.block.args
+    assert axes.labels[w] == axes.labels[x][-1:] == axes.labels[p][:1]
+
+
+def test_search_fuses_the_norm_weight_and_the_shared_weight() -> None:
+    """RMSNorm, times a weight ``[h]``, times a 2-d weight: one kernel whose
+    block graph lifts both weights, verified equal to the input."""
+    program = norm_linear()
+    out = superoptimize(program, budget=60.0, jobs=1, cache_dir="none", log=None)
+    (fn,) = [op for op in out.ops if isinstance(op, func.FuncOp)]
+    kernels = [op for op in fn.body.block.ops if isinstance(op, kernel.CustomizedOp)]
+    assert len(kernels) == 1
+    loads = [op for op in kernels[0].entry.ops if isinstance(op, block.InputOp)]
+    lifted = [op for op in loads if len(op.viewed_shape) > len(op.source.type.shape)]
+    assert len(lifted) == 2
+    assert equivalent(program, out)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -126,6 +126,16 @@ def split_axis(layout: Layout) -> L.Label | None:
     if layout.walk_split and layout.loop is not None and L.is_part(layout.loop):
         return layout.loop[1]
     return None
+
+
+def lift_source(src: Tensor, rank: int) -> Tensor:
+    """A source as a tile of ``rank`` reads it: leading size-1 (``UNIT``)
+    dims, so tiles inside one block graph have equal ranks."""
+    extra = rank - len(src.shape)
+    if not extra:
+        return src
+    shape, labels = (1,) * extra + src.shape, L.lift(src.labels, rank)
+    return Tensor(shape, labels, src.expr, src.phase, src.partial, src.producer)
 
 
 def input_maps(layout: Layout, sources: Sequence[Tensor]) -> tuple[BlockInput, ...]:
@@ -252,7 +262,14 @@ class BlockSearch:
         self.stats = Stats()
         self.graph_steps = 0
         """Producer choices tried so far, over every call of :meth:`graphs`."""
-        self.maps = input_maps(layout, sources)
+        rank = max(len(src.shape) for src in sources)
+        lifted = [lift_source(src, rank) for src in sources]
+        self.maps = tuple(
+            m if len(src.shape) == rank else replace(m, rank=rank)
+            for m, src in zip(input_maps(layout, lifted), sources, strict=True)
+        )
+        sources = lifted
+        values = [v.reshape(src.shape) for v, src in zip(values, sources, strict=True)]
         self.classes: list[Class] = []
         self._by_fp: dict[bytes, int] = {}
         self.ok = True

@@ -68,6 +68,18 @@ class Axes:
     constants the generator uses (a search cannot invent ``0.125``)."""
 
 
+def _unify_trailing(
+    uf: UnionFind, operand: SSAValue, result: SSAValue, dims: range
+) -> None:
+    """Unify ``operand``'s dims with the result's ``dims`` they line up with
+    (numpy's alignment of the trailing dims) and do not broadcast."""
+    shape, out = t.tensor_shape(operand), t.tensor_shape(result)
+    offset = len(out) - len(shape)
+    for d in dims:
+        if d >= offset and shape[d - offset] == out[d]:
+            uf.union((operand, d - offset), (result, d))
+
+
 def analyse(function: func.FuncOp) -> Axes:
     """Unify dimensions across the ops of a kernel-level function."""
     uf = UnionFind()
@@ -83,13 +95,13 @@ def analyse(function: func.FuncOp) -> Axes:
         if kind == "matmul":
             lhs, rhs = op.operands
             rank = len(out)
-            for d in range(rank - 2):
-                uf.union((lhs, d), (result, d))
-                uf.union((rhs, d), (result, d))
-            uf.union((lhs, rank - 2), (result, rank - 2))
-            uf.union((rhs, rank - 1), (result, rank - 1))
-            uf.union((lhs, rank - 1), (rhs, rank - 2))
-            reduced_nodes.append((lhs, rank - 1))
+            for operand in (lhs, rhs):
+                _unify_trailing(uf, operand, result, range(rank - 2))
+            lr, rr = len(t.tensor_shape(lhs)), len(t.tensor_shape(rhs))
+            uf.union((lhs, lr - 2), (result, rank - 2))
+            uf.union((rhs, rr - 1), (result, rank - 1))
+            uf.union((lhs, lr - 1), (rhs, rr - 2))
+            reduced_nodes.append((lhs, lr - 1))
         elif kind in t.REDUCE_KINDS:
             dim = op.dim.value.data  # type: ignore[attr-defined]
             for d in range(len(out)):
@@ -99,10 +111,7 @@ def analyse(function: func.FuncOp) -> Axes:
                 reduced_nodes.append((op.operands[0], dim))
         else:
             for operand in op.operands:
-                shape = t.tensor_shape(operand)
-                for d, size in enumerate(shape):
-                    if size == out[d]:
-                        uf.union((operand, d), (result, d))
+                _unify_trailing(uf, operand, result, range(len(out)))
             if kind == "rms_norm":
                 reduced_nodes.append((op.operands[0], len(out) - 1))
     roots: dict[object, Label] = {}
@@ -147,9 +156,9 @@ def constants_of(function: func.FuncOp) -> tuple:
 def broadcast(
     lhs: tuple[Label, ...], rhs: tuple[Label, ...]
 ) -> tuple[Label, ...] | None:
-    """Labels of an element-wise result, or None where dimensions disagree."""
-    if len(lhs) != len(rhs):
-        return None
+    """Labels of an element-wise result, or None where dimensions disagree
+    (a lower-rank operand lines up with the trailing dims)."""
+    lhs, rhs = lift(lhs, len(rhs)), lift(rhs, len(lhs))
     out: list[Label] = []
     for a, b in zip(lhs, rhs, strict=True):
         if a == b or b == UNIT:
@@ -162,12 +171,20 @@ def broadcast(
 
 
 def matmul(lhs: tuple[Label, ...], rhs: tuple[Label, ...]) -> tuple[Label, ...] | None:
-    """Labels of a matmul result, or None unless batch and contraction agree."""
-    if len(lhs) != len(rhs) or len(lhs) < 2:
+    """Labels of a matmul result, or None unless batch and contraction agree
+    (batch dims broadcast as an element-wise op's do)."""
+    if len(lhs) < 2 or len(rhs) < 2 or lhs[-1] != rhs[-2] or lhs[-1] == UNIT:
         return None
-    if lhs[:-2] != rhs[:-2] or lhs[-1] != rhs[-2] or lhs[-1] == UNIT:
+    batch = broadcast(lhs[:-2], rhs[:-2])
+    if batch is None:
         return None
-    return (*lhs[:-1], rhs[-1])
+    return (*batch, lhs[-2], rhs[-1])
+
+
+def lift(labels: tuple[Label, ...], rank: int) -> tuple[Label, ...]:
+    """``labels`` with leading ``UNIT`` dims up to ``rank`` (numpy's alignment
+    of a lower-rank tensor; ``block.input`` reads its tile so)."""
+    return (UNIT,) * (rank - len(labels)) + tuple(labels)
 
 
 def tokens_of(labels: tuple[Label, ...]) -> set[Label]:

@@ -53,6 +53,13 @@ class BlockInput:
     source: int
     imap: tuple[int, int, int]
     fmap: int
+    rank: int | None = None
+    """The tile's rank when it lifts a lower-rank source (leading size-1
+    dims, which the maps count); None: the source's own."""
+
+    def viewed(self, shape: Shape) -> Shape:
+        """The source's shape as the maps index it."""
+        return shape if self.rank is None else shapes.lift(shape, self.rank)
 
 
 @dataclass(frozen=True)
@@ -122,7 +129,9 @@ def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
 def block_shapes(graph: BlockGraph, sources: Sequence[Shape]) -> list[Shape]:
     """Tile shape of every block tensor, given the customized op's operands."""
     out: list[Shape] = [
-        shapes.tile_shape(sources[i.source], i.imap, i.fmap, graph.grid, graph.forloop)
+        shapes.tile_shape(
+            i.viewed(sources[i.source]), i.imap, i.fmap, graph.grid, graph.forloop
+        )
         for i in graph.inputs
     ]
     for op in graph.ops:
@@ -212,7 +221,7 @@ def _customized(
 ) -> list[SSAValue]:
     bb = BlockBuilder(graph.grid, graph.block, graph.forloop)
     env: list[SSAValue] = [
-        bb.new_input(operands[i.source], i.imap, i.fmap) for i in graph.inputs
+        bb.new_input(operands[i.source], i.imap, i.fmap, i.rank) for i in graph.inputs
     ]
     env += [None] * len(graph.ops)  # type: ignore[list-item]
     groups = {g[0]: g for g in graph.fused}
@@ -309,8 +318,10 @@ def _block_graph(op: Any) -> BlockGraph:
         if isinstance(inner, block_dialect.InputOp):
             env[inner.results[0]] = len(inputs)
             imap = tuple(inner.imap.get_values())
+            rank = len(t.tensor_shape(inner.result))
+            lifted = rank if rank != len(t.tensor_shape(inner.source)) else None
             inputs.append(
-                BlockInput(sources[inner.source], imap, inner.fmap.value.data)
+                BlockInput(sources[inner.source], imap, inner.fmap.value.data, lifted)
             )
     ops: list[Op] = []
     fused: list[tuple[int, ...]] = []

@@ -84,13 +84,22 @@ def _split_dim(operands: Sequence[Expr], shapes: Sequence[Shape]) -> int | None:
     return None
 
 
+def _common_rank(shapes: Sequence[Shape]) -> list[Shape]:
+    """``shapes`` with leading size-1 dims up to the highest rank among them
+    (dims here count from the back, so the alignment is numpy's)."""
+    rank = max(len(shape) for shape in shapes)
+    return [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+
+
 def pointwise(
     build: Callable[..., Expr], operands: Sequence[Expr], shapes: Sequence[Shape]
 ) -> Expr:
     """Apply an element-wise op, pushing it through piecewise operands.
 
-    Operands of size 1 along the split dim broadcast and are not sliced.
+    Operands of size 1 along the split dim broadcast and are not sliced; a
+    lower-rank operand lines up with the trailing dims (numpy's rules).
     """
+    shapes = _common_rank(shapes)
     dim = _split_dim(operands, shapes)
     if dim is None:
         return build(*operands)
@@ -155,8 +164,9 @@ def reduce_max(x: Expr, shape: Shape, dim: int) -> Expr:
 
 
 def matmul(lhs: Expr, rhs: Expr, lshape: Shape, rshape: Shape) -> Expr:
-    """``sum(k, mul(a, b))``, split along whichever dims are piecewise."""
-    rank = len(lshape)
+    """``sum(k, mul(a, b))``, split along whichever dims are piecewise (a
+    batch dim of 1, or missing, broadcasts and is not sliced)."""
+    lshape, rshape = _common_rank((lshape, rshape))
     for e, side in ((lhs, 0), (rhs, 1)):
         if e.head != "concat":
             continue
@@ -164,7 +174,7 @@ def matmul(lhs: Expr, rhs: Expr, lshape: Shape, rshape: Shape) -> Expr:
         contraction = dim == (-1 if side == 0 else -2)
         if contraction:
             continue
-        batch = dim < -2
+        batch = dim < -2 and lshape[dim] == rshape[dim]
         out = []
         pos = 0
         for size, piece in zip(e.param[1], e.args, strict=True):
@@ -192,7 +202,7 @@ def matmul(lhs: Expr, rhs: Expr, lshape: Shape, rshape: Shape) -> Expr:
             with_dim(rshape, -2, hi - lo),
         )
         total = part if total is None else add(total, part)
-    assert total is not None and rank >= 2
+    assert total is not None and len(lshape) >= 2
     return total
 
 
