@@ -13,6 +13,7 @@ from mirage_xdsl.search import superoptimize
 from mirage_xdsl.search.partition import (
     Segment,
     chained,
+    groups,
     layout_depths,
     needs_partition,
     partition,
@@ -172,15 +173,98 @@ def test_decoder_layer_is_searched_by_segments_and_matches_torch():
         assert float((fn(x).float() - ref).norm() / ref.norm()) < 5e-3
 
 
-def test_a_segments_stages_share_the_functions_time_not_the_segments_leftover():
-    """The stages of a segment whose own search found nothing get the
-    function's remaining time split over them and the segments after: a
-    segment search that used its whole share leaves them more than nothing."""
-    import time
+def layernorm_program(rows: int = 8, n: int = 256):
+    """LayerNorm written as eleven plain ops: mean, centre, variance, scale."""
+    g = KernelGraph("layernorm")
+    x, w, b = g.new_input((rows, n)), g.new_input((1, n)), g.new_input((1, n))
+    d = g.add(x, g.mul_scalar(g.reduction(x, 1), -1.0 / n))
+    v = g.mul_scalar(g.reduction(g.mul(d, d), 1), 1.0 / n)
+    r = g.sqrt(g.add_scalar(v, 1e-5))
+    g.mark_output(g.add(g.mul(g.div(d, r), w), b))
+    return g.module()
 
-    from mirage_xdsl.search import _Shares
 
-    shares = _Shares(time.monotonic() + 60.0, after=4)
-    assert 11.0 < shares.next() <= 12.0
-    assert 9.0 < shares.next(2) <= 10.0
-    assert _Shares(time.monotonic() - 1.0, after=0).next() == 1.0
+def test_a_layernorm_of_plain_ops_stays_one_segment():
+    fn = entry_function(layernorm_program())
+    ops = list(fn.body.ops)[:-1]
+    assert len(ops) == 11 > 9
+    assert needs_partition(fn, 9)
+    pieces = partition(fn, 9)
+    assert len(pieces) == 1 and isinstance(pieces[0], Segment)
+    assert len(list(pieces[0].function.body.ops)) == 12
+
+
+def test_long_runs_are_cut_where_a_matmuls_work_ends():
+    """A residual add stays with the matmul that makes its operand (epilogue),
+    a norm goes with the matmuls that read it (prologue), and sibling
+    matmuls sharing their operand stay together."""
+    g = KernelGraph("blocks")
+    x = g.new_input((1, 8, 32))
+    w1, w3 = g.new_input((1, 32, 32)), g.new_input((1, 32, 32))
+    h = g.add(g.matmul(x, w1), x)
+    n = g.mul(g.rms_norm(x, 1e-5), g.new_input((1, 1, 32)))
+    a, b = g.matmul(n, w1), g.matmul(n, w3)
+    g.mark_output(h)
+    g.mark_output(g.mul(g.silu(a), b))
+    fn = entry_function(g.module())
+    ops = list(fn.body.ops)[:-1]
+    assert len(chained(ops)) == 1
+    assert [[op.name.split(".")[1] for op in r] for r in groups(ops)] == [
+        ["matmul", "add"],
+        ["rms_norm", "mul", "matmul", "matmul", "silu", "mul"],
+    ]
+    assert groups(ops[:2]) == [ops[:2]]
+    segments = [p for p in partition(fn, 4) if isinstance(p, Segment)]
+    assert [len(list(s.function.body.ops)) - 1 for s in segments] == [2, 6]
+
+
+def test_the_decoder_layers_residual_adds_and_norms_join_their_matmuls():
+    torch = pytest.importorskip("torch")
+    from mirage_xdsl.torch import capture
+    from mirage_xdsl.torch.models import DecoderLayer
+
+    layer = DecoderLayer(dim=64, heads=4, kv_heads=2, hidden=128).half()
+    fn = entry_function(capture(layer, [torch.randn(1, 1, 64).half()]))
+    segments = [
+        [op.name.split(".")[1] for op in p.function.body.ops][:-1]
+        for p in partition(fn, 9)
+        if isinstance(p, Segment)
+    ]
+    for seg in segments:
+        if "add" in seg and "matmul" in seg:
+            assert seg.index("add") > seg.index("matmul")
+        if "rms_norm" in seg:
+            assert seg.index("rms_norm") < seg.index("matmul")
+    assert ["matmul", "add"] in segments
+    assert sum(seg.count("rms_norm") for seg in segments) == 2
+    assert all(seg[0] != "add" for seg in segments)
+
+
+def test_row_fused_layernorm_is_one_kernel_and_equivalent():
+    from mirage_xdsl.search.fusion import row_fused, row_local
+    from mirage_xdsl.search.optimizer import optimize
+    from mirage_xdsl.search.ugraph import from_function, to_module
+
+    module = layernorm_program()
+    ug = from_function(entry_function(module))
+    assert row_local(ug)
+    fused = optimize(row_fused(ug))
+    assert fused is not None and fused.kernels == 1
+    graph = fused.ops[0].graph
+    assert graph.grid == (8, 1, 1) and graph.forloop == 1
+    found = to_module(fused)
+    assert equivalent(module, found)
+    xs = inputs(module)
+    np.testing.assert_allclose(run(found, xs)[0], run(module, xs)[0], rtol=1e-5)
+    # a matmul reads a whole column, not a row: no row-fused build
+    assert row_fused(from_function(entry_function(heads_program()))) is None
+
+
+def test_a_layernorm_searched_as_plain_ops_comes_out_as_one_kernel():
+    """The search cannot enumerate an eleven-op block graph within a few
+    seconds; the row-fused default build is a candidate beside its own."""
+    module = layernorm_program()
+    found = superoptimize(module, budget=6, jobs=1, cache_dir="none", log=None)
+    names = [op.name for op in entry_function(found).body.ops][:-1]
+    assert names == ["kernel.customized"]
+    assert equivalent(module, found)

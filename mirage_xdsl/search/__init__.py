@@ -16,15 +16,19 @@ from typing import Any, TextIO
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from mirage_xdsl.search import cost_model
+from mirage_xdsl.search.budget import MIN_SECONDS, Shares, weights
 from mirage_xdsl.search.dispatch import executing
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
+from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.superoptimizer import (
     Measure,
     Outcome,
     Report,
     superoptimize_function,
 )
+from mirage_xdsl.search.ugraph import from_function
 
 SEARCHABLE_PREFIX = "kernel."
 
@@ -81,94 +85,133 @@ def _by_segments(
     log: TextIO | None,
     reports: list[Report],
 ) -> func.FuncOp:
-    """Search each segment of ``fn`` (``partition.py``) in turn, sharing the
-    budget: a segment gets the time left divided by the segments left."""
+    """Search each segment of ``fn`` (``partition.py``) in turn, each on its
+    share of the budget (:class:`~budget.Shares`, by :func:`work`)."""
     pieces = partition(fn, options.segment_ops)
     segments = [p for p in pieces if isinstance(p, Segment)]
     layouts = len(pieces) - len(segments)
+    shares = Shares(
+        time.monotonic() + options.budget,
+        tuple(weights([work(s.function) for s in segments])),
+    )
     if log is not None:
         print(
             f"superoptimize @{fn.sym_name.data}: {len(segments)} segment(s) "
-            f"searched one by one, {layouts} layout op(s) kept between them",
+            f"searched one by one, {layouts} layout op(s) kept between them; "
+            "shares of the budget: " + ", ".join(f"{w:.0%}" for w in shares.weights),
             file=log,
         )
-    deadline = time.monotonic() + options.budget
+    progress = Progress()
     found = []
     for i, segment in enumerate(segments):
-        after = len(segments) - i - 1
-        found.append(
-            _segment(
-                segment.function,
-                options,
-                _Shares(deadline, after),
-                measure,
-                cache_dir,
-                log,
-                reports,
-            )
-        )
+        search = _Segment(i, len(segments), shares, options, measure, cache_dir)
+        found.append(search.run(segment.function, progress, log, reports))
+    progress.close()
     return stitch(fn, pieces, found)
+
+
+def work(fn: func.FuncOp) -> float:
+    """How much searching a segment is worth, relative to the others: half
+    by its arithmetic ops (the search's space grows with them), half by its
+    input's cost (where the time goes, and what a better µGraph saves)."""
+    ops = sum(1 for op in fn.body.block.ops if not isinstance(op, func.ReturnOp))
+    return ops * (1.0 + cost_model.cost(from_function(fn)) / COST_UNIT)
+
+
+COST_UNIT = 10e-6
+"""Seconds of input cost that double a segment's :func:`work`: a 10 µs
+projection is worth twice the search of a 1 µs element-wise tail of as many
+ops."""
+
+WHOLE_FIRST = 0.6
+"""Of a segment's share, the part its whole search gets when its stages
+(``partition.stages``) may be searched after it; they get the rest."""
 
 
 @dataclass(frozen=True)
-class _Shares:
-    """The time of a function's search, split as it goes: what is left of it
-    divided among the searches still to run, this one and ``after`` more.
+class _Segment:
+    """The search of segment ``index`` of ``count``, on its share of the
+    function's budget; progress lines name the segment, its share and the
+    best cost so far."""
 
-    A segment whose search finds nothing is searched again by stages; those
-    stages draw on the function's remaining time too, not on what their
-    segment's own share left over, which on a slow machine can be nothing."""
+    index: int
+    count: int
+    shares: Shares
+    options: SearchOptions
+    measure: Measure | None
+    cache_dir: str | None
 
-    deadline: float
-    after: int
-
-    def next(self, these: int = 1) -> float:
-        """The budget of the next of ``these`` searches before the rest."""
-        left = max(self.deadline - time.monotonic(), 0.0)
-        return max(left / (these + self.after), 1.0)
-
-
-def _segment(
-    fn: func.FuncOp,
-    options: SearchOptions,
-    shares: _Shares,
-    measure: Measure | None,
-    cache_dir: str | None,
-    log: TextIO | None,
-    reports: list[Report],
-) -> func.FuncOp:
-    """One segment searched; if nothing beats its input and it has stages
-    (``partition.stages``), the stages searched one by one instead."""
-    outcome = superoptimize_function(
-        fn, replace(options, budget=shares.next()), measure, cache_dir
-    )
-    if log is not None:
-        print(outcome.report.summary(), file=log)
-    reports.append(outcome.report)
-    improved = outcome.report.best_cost < outcome.report.input_cost or any(
-        m.get("chosen") and not m.get("input") for m in outcome.report.measured
-    )
-    pieces = partition(fn, options.segment_ops, by_stage=True)
-    if improved or len(pieces) < 2:
-        return outcome.function
-    if log is not None:
-        print(
-            f"superoptimize @{fn.sym_name.data}: nothing better found; its "
-            f"{len(pieces)} stages searched one by one",
-            file=log,
-        )
-    found = []
-    for i, piece in enumerate(pieces):
-        assert isinstance(piece, Segment)
-        budget = shares.next(len(pieces) - i)
-        outcome = superoptimize_function(
-            piece.function, replace(options, budget=budget), measure, cache_dir
-        )
+    def run(
+        self,
+        fn: func.FuncOp,
+        progress: Progress,
+        log: TextIO | None,
+        reports: list[Report],
+    ) -> func.FuncOp:
+        """The segment searched; if nothing beats its input and it has
+        stages, the stages searched one by one on the rest of its share, and
+        whichever of the two is faster kept (so the result is never slower
+        than the segment's own search, whose pool holds the default builds)."""
+        stages = partition(fn, self.options.segment_ops, by_stage=True)
+        staged = len(stages) > 1
+        share = self.shares.share(self.index)
+        end = time.monotonic() + share
+        outcome = self._search(fn, share * (WHOLE_FIRST if staged else 1.0), progress)
+        _record(outcome.report, log, reports)
+        if not staged or _improved(outcome.report):
+            return outcome.function
         if log is not None:
-            print(outcome.report.summary(), file=log)
-        reports.append(outcome.report)
-        found.append(outcome.function)
-    return stitch(fn, pieces, found)
+            print(
+                f"superoptimize @{fn.sym_name.data}: nothing better found; its "
+                f"{len(stages)} stages searched one by one",
+                file=log,
+            )
+        found, total = [], 0.0
+        for i, piece in enumerate(stages):
+            assert isinstance(piece, Segment)
+            left = max(end - time.monotonic(), MIN_SECONDS)
+            stage = self._search(piece.function, left / (len(stages) - i), progress)
+            _record(stage.report, log, reports)
+            found.append(stage.function)
+            total += _time_of(stage.report)
+        if total >= _time_of(outcome.report):
+            return outcome.function
+        return stitch(fn, stages, found)
+
+    def _search(self, fn: func.FuncOp, budget: float, progress: Progress):
+        progress.stage = (
+            f"segment {self.index + 1}/{self.count} @{fn.sym_name.data} "
+            f"({budget:.0f} s of {self.shares.weights[self.index]:.0%})"
+        )
+        return superoptimize_function(
+            fn,
+            replace(self.options, budget=budget),
+            self.measure,
+            self.cache_dir,
+            progress,
+        )
+
+
+def _record(report: Report, log: TextIO | None, reports: list[Report]) -> None:
+    if log is not None:
+        print(report.summary(), file=log)
+    reports.append(report)
+
+
+def _improved(report: Report) -> bool:
+    """Whether a search chose something other than its input."""
+    return report.best_cost < report.input_cost or any(
+        m.get("chosen") and not m.get("input") for m in report.measured
+    )
+
+
+def _time_of(report: Report) -> float:
+    """Seconds per call of what a search chose: measured when it was timed,
+    else the cost model's figure."""
+    chosen = [m for m in report.measured if m.get("chosen")]
+    if chosen and chosen[0].get("time_us") is not None:
+        return chosen[0]["time_us"] * 1e-6
+    return report.best_cost
 
 
 def superoptimize(

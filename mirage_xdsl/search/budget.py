@@ -1,16 +1,23 @@
-"""When a search must stop: its deadline, a signal, a lost worker.
+"""When a search must stop: its deadline, a signal, a lost worker; and how
+a budget is split.
 
 A search stopped for any of these returns the best verified µGraph found so
 far. :class:`Stop` holds why it stopped; SIGINT and SIGTERM set it (a second
 one aborts), as does a worker process that dies (``pool.py``).
+
+A search keeps part of its budget (:func:`reserve`) to verify and time
+what it found: generation ends early enough for that. A program cut into
+segments gives each segment's search a share of its budget by the work it
+is estimated to need, with a floor (:class:`Shares`).
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 
 class Stop:
@@ -42,3 +49,57 @@ def signals(stop: Stop) -> Iterator[None]:
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+RESERVE = 0.15
+"""The part of a search's budget kept, when the cost model decides, for
+verifying what generation found: generation stops when the rest is spent."""
+
+MEASURED_RESERVE = 0.4
+"""The same when a GPU decides: verifying, then compiling and timing the
+input and up to ``measure_top`` candidates (about a second each with both
+backends, more when Triton tunes)."""
+
+
+def reserve(measure: object | None) -> float:
+    """The fraction of a search's budget kept for choosing its result."""
+    return RESERVE if measure is None else MEASURED_RESERVE
+
+
+FLOOR = 0.5
+"""Each segment's guaranteed share of a whole program's budget, as a fraction
+of an even split: a segment estimated to need little still gets it."""
+
+MIN_SECONDS = 0.5
+"""The least budget one search gets, when the program's time is spent."""
+
+
+def weights(works: Sequence[float]) -> list[float]:
+    """Shares of a budget proportional to ``works``, each at least
+    :data:`FLOOR` of an even split, summing to one."""
+    n = len(works)
+    total = sum(works)
+    raw = [w / total if total > 0 else 1.0 / n for w in works]
+    floored = [max(r, FLOOR / n) for r in raw]
+    return [f / sum(floored) for f in floored]
+
+
+@dataclass(frozen=True)
+class Shares:
+    """A program's budget split among its segments' searches by weight.
+
+    A search's share is the time left times its weight over the weights of
+    the searches still to run: what :func:`weights` guaranteed it when the
+    earlier searches kept to theirs, more when they finished early. A
+    search that overruns takes from the later ones in proportion, never all
+    of one's time."""
+
+    deadline: float
+    weights: tuple[float, ...]
+
+    def share(self, i: int) -> float:
+        """Seconds for search ``i``, from now."""
+        left = max(self.deadline - time.monotonic(), 0.0)
+        rest = sum(self.weights[i:])
+        share = left * self.weights[i] / rest if rest > 0 else left
+        return max(share, MIN_SECONDS)

@@ -12,9 +12,15 @@ between them kept as they are:
   segment, searched as a function of its own, and the layout ops of the next
   depth follow it, so every value is made before it is read;
 - a segment is cut before a matmul or row norm that reads a matmul's
-  result (except through ``exp``, as attention does), and a run longer than
-  ``max_ops`` into nearly equal runs of at most ``max_ops`` ops, because the
-  search's space grows steeply with the number of ops.
+  result (except through ``exp``, as attention does): that op runs in a
+  later kernel whatever the search does;
+- a run longer than ``max_ops`` (the search's space grows steeply with the
+  number of ops) is cut only where one matmul's work ends and the next
+  begins (:func:`groups`): each piece holds its matmuls with their epilogue
+  (a residual add joins the matmul that makes its operand) and the prologue
+  of the next matmuls goes with them (a norm joins the matmul reading it).
+  A run with no matmul is never cut: element-wise ops and row reductions
+  fuse into one kernel however many there are (``fusion.py``).
 
 A segment whose search finds nothing better than its input is cut again
 into its :func:`stages` (a prologue apart from the matmuls it feeds) and
@@ -86,12 +92,37 @@ def layout_depths(ops: Sequence[Operation]) -> dict[Operation, int]:
 
 def runs(ops: Sequence[Operation], max_ops: int) -> list[list[Operation]]:
     """``ops`` in program order, cut before a matmul of a matmul's result
-    (:func:`chained`), then into nearly equal runs of at most ``max_ops``."""
+    (:func:`chained`), then a run longer than ``max_ops`` into its
+    :func:`groups`."""
     out: list[list[Operation]] = []
     for run in chained(ops):
-        count = -(-len(run) // max_ops)
-        size = -(-len(run) // count)
-        out += [list(run[i : i + size]) for i in range(0, len(run), size)]
+        out += groups(run) if len(run) > max_ops else [list(run)]
+    return out
+
+
+def groups(ops: Sequence[Operation]) -> list[list[Operation]]:
+    """Runs of ``ops`` in program order, a new one started, once the run has
+    a matmul, at an op that reads nothing its matmuls made and is no sibling
+    matmul (one sharing an operand with them, as the gated MLP's two do):
+    the run keeps its matmuls' epilogue, and the next matmuls get their
+    prologue. A run with no matmul is one group."""
+    out: list[list[Operation]] = [[]]
+    after: set[SSAValue] = set()
+    """Values of the current group that depend on one of its matmuls."""
+    read: set[SSAValue] = set()
+    """Operands of the current group's matmuls."""
+    for op in ops:
+        matmul = getattr(op, "KIND", None) == "matmul"
+        epilogue = any(v in after for v in op.operands)
+        sibling = matmul and any(v in read for v in op.operands)
+        if after and not epilogue and not sibling:
+            out.append([])
+            after, read = set(), set()
+        out[-1].append(op)
+        if matmul:
+            read.update(op.operands)
+        if matmul or epilogue:
+            after.update(op.results)
     return out
 
 

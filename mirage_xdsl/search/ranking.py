@@ -4,17 +4,27 @@ Without a measure the cost model decides: the cheapest verified candidate
 wins. With one (a GPU), the verified candidates are timed beside the input
 and the fastest wins; the timed pool is chosen so that the model's likeliest
 errors are put to the device (:func:`by_kernel_count`, :func:`distinct`).
-The input program is always a candidate, so the result is never slower than
-the input by the model's (or the device's) account.
+The default builds are always candidates: the input program (one default
+kernel per op) and, for a row-local program, its ops fused into one kernel
+over whole rows (:func:`default_builds`, ``fusion.py``); so the result is
+never slower than the best of them by the model's (or the device's) account.
+
+Choosing keeps to the search's deadline: verification stops when it is
+reached, and so does timing, after the input (the baseline every pick needs).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import ModuleOp
 
+from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.budget import Stop
+from mirage_xdsl.search.fusion import row_fused
+from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.report import Candidate, Report
 from mirage_xdsl.search.screening import verified
@@ -48,8 +58,9 @@ def pick(
     measure: Measure | None,
     stop: Stop,
     report: Report,
+    deadline: float = math.inf,
 ) -> tuple[float, UGraph]:
-    """The chosen candidate (or the input) and its cost."""
+    """The chosen candidate (or the input) and its cost, chosen by ``deadline``."""
     top = (
         options.verify_top
         if measure is None
@@ -65,12 +76,24 @@ def pick(
     if measure is not None:
         ranked = by_kernel_count(distinct(ranked))
     chosen = [
-        (c.cost, c.graph) for c in verified(program, ranked, want, options, report)
+        (c.cost, c.graph)
+        for c in verified(program, ranked, want, options, report, deadline)
     ]
     pool = [(input_cost, input_graph), *chosen]
     if measure is not None:
-        return measured_pick(pool, measure, report)
+        return measured_pick(pool, measure, report, deadline)
     return min(pool, key=lambda x: (x[0], x[1].kernels))
+
+
+def default_builds(input_graph: UGraph, options: SearchOptions) -> list[Candidate]:
+    """Builds that need no search, as candidates to verify beside the search's:
+    the input's ops fused into one kernel over whole rows where they allow it
+    (``fusion.py``). The input itself is always in the pool (:func:`pick`)."""
+    fused = row_fused(input_graph)
+    built = optimize(fused, options.blockdims) if fused is not None else None
+    if built is None:
+        return []
+    return [Candidate(cost_model.cost(built), built, True)]
 
 
 def slack(measure: Measure | None) -> float:
@@ -151,11 +174,15 @@ def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
 
 
 def measured_pick(
-    pool: list[tuple[float, UGraph]], measure: Measure, report: Report
+    pool: list[tuple[float, UGraph]],
+    measure: Measure,
+    report: Report,
+    deadline: float = math.inf,
 ) -> tuple[float, UGraph]:
-    """Time every candidate (the input first) and keep the fastest. A measure
-    with ``prepare`` gets every candidate first, to compile them all at once.
-    What a measure could not build or run goes to the report's ``failures``."""
+    """Time every candidate (the input first) and keep the fastest; past
+    ``deadline`` only the input is still timed. A measure with ``prepare``
+    gets every candidate first, to compile them all at once. What a measure
+    could not build or run goes to the report's ``failures``."""
     from mirage_xdsl.ir.printing import module_text
 
     describe = getattr(measure, "describe", None)
@@ -164,6 +191,9 @@ def measured_pick(
     if prepare := getattr(measure, "prepare", None):
         prepare(modules)
     for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
+        if i and time.monotonic() > deadline:
+            report.stopped = report.stopped or "budget"
+            break
         seconds = measure(module)
         entry = {
             "input": i == 0,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import fields
 from types import MappingProxyType
 
@@ -42,14 +42,14 @@ from mirage_xdsl.search import cost_model
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_search import Layout, Stats
 from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
-from mirage_xdsl.search.budget import Stop, signals
+from mirage_xdsl.search.budget import Stop, reserve, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
 from mirage_xdsl.search.dispatch import executor_for
 from mirage_xdsl.search.generator import Generator, Prefix, Task
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
-from mirage_xdsl.search.ranking import Measure, pick, slack
+from mirage_xdsl.search.ranking import Measure, default_builds, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
@@ -63,18 +63,25 @@ def _tasks(
     final: bool,
     costs: Mapping[Prefix, float] = MappingProxyType({}),
     limit: float = math.inf,
+    due: Callable[[], bool] = lambda: False,
 ) -> list[Task | None]:
     """One task per distinct prefix (by signature) and item; the prefixes
     that share a signature ride along as the task's alternates, and the task
     carries the least of their costs and the least its kernel can cost.
-    A task that cannot get under ``limit`` is None (counted, not run)."""
+    A task that cannot get under ``limit`` is None (counted, not run).
+    Making them replays every prefix, which takes long at depth 2: once
+    ``due`` says the time is up, the tasks made so far are returned."""
     groups: dict[tuple, list[Prefix]] = {}
     for p in frontier:
+        if due():
+            break
         sig = generator.signature(p)
         if sig is not None:
             groups.setdefault(sig, []).append(p)
     ranked = []
     for g, (first, *rest) in enumerate(groups.values()):
+        if due():
+            break
         items = sorted(generator.items(first, final), key=_combines_first)
         cost = min(costs.get(p, 0.0) for p in (first, *rest))
         for i, item in enumerate(items):
@@ -119,10 +126,13 @@ def _search(
     frontier = [Prefix()]
     costs_of: dict[Prefix, float] = {}
 
-    def costs(prefixes: list[Prefix]) -> list[float]:
+    def costs(prefixes: list[Prefix]) -> Iterator[float]:
         if pool is None:
-            return [local.prefix_cost(p) for p in prefixes]
-        return list(in_order(pool, cost_chunk, prefixes, stop, deadline))
+            return (local.prefix_cost(p) for p in prefixes if not stop.due(deadline))
+        return in_order(pool, cost_chunk, prefixes, stop, deadline)
+
+    def due() -> bool:
+        return stop.due(deadline)
 
     try:
         for depth in range(1, options.max_kernels + 1):
@@ -132,7 +142,7 @@ def _search(
                 frontier = list(costs_of)
                 if not frontier:
                     break
-            tasks = _tasks(local.generator, frontier, final, costs_of, limit.value)
+            tasks = _tasks(local.generator, frontier, final, costs_of, limit.value, due)
             report.skipped += sum(not t for t in tasks)
             tasks = [t for t in tasks if t]
             report.tasks.append(len(tasks))
@@ -156,10 +166,12 @@ def _search(
                 report.complete += len(found)
                 report.screened += sum(c.screened for c in found)
                 frontier += result.prefixes
+                best = min((c.cost for c in candidates if c.screened), default=None)
                 progress.update(
                     f"kernels {depth}/{options.max_kernels}: task {done}/{len(tasks)}, "
                     f"{report.explored} explored, {report.pruned} pruned, "
                     f"{report.screened} candidates"
+                    + (f", best {best * 1e6:.1f} us" if best is not None else "")
                 )
                 if stop.due(deadline):
                     break
@@ -178,7 +190,7 @@ def _bounded(
     frontier: list[Prefix],
     depth: int,
     limit: float,
-    costs: Callable[[list[Prefix]], list[float]],
+    costs: Callable[[list[Prefix]], Iterable[float]],
     report: Report,
 ) -> dict[Prefix, float]:
     """The prefixes that may still lead under ``limit`` (the best complete
@@ -233,16 +245,26 @@ def superoptimize_function(
         candidates = _search(
             text,
             options,
-            start + options.budget,
+            start + options.budget * (1.0 - reserve(measure)),
             stop,
             progress,
             report,
             slack(measure),
         )
-        progress.close()
+        candidates = default_builds(input_graph, options) + candidates
+        progress.update("verifying" + (" and measuring" if measure else ""), True)
         best_cost, best = pick(
-            program, input_graph, input_cost, candidates, options, measure, stop, report
+            program,
+            input_graph,
+            input_cost,
+            candidates,
+            options,
+            measure,
+            stop,
+            report,
+            start + options.budget,
         )
+        progress.close()
     report.best_cost = best_cost
     report.kernels_after = best.kernels
     report.seconds = time.monotonic() - start

@@ -1,0 +1,91 @@
+"""Budgets are budgets: shares of a program's budget, and a search's wall time."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from mirage_xdsl.search import superoptimize, work
+from mirage_xdsl.search.budget import FLOOR, MIN_SECONDS, Shares, reserve, weights
+from mirage_xdsl.search.partition import Segment, partition
+from mirage_xdsl.semantics.interpreter import entry_function
+from mirage_xdsl.workloads import WORKLOADS
+
+SLACK = 1.5
+"""Seconds a search may run past its budget: the task or verdict under way
+when the deadline passes, and closing the workers."""
+
+
+def test_weights_follow_work_with_a_floor():
+    w = weights([1.0, 1.0, 98.0])
+    assert sum(w) == pytest.approx(1.0)
+    floor = FLOOR / 3
+    assert w[0] == w[1] == pytest.approx(floor / (2 * floor + 0.98))
+    assert w[2] == pytest.approx(0.98 / (2 * floor + 0.98))
+    assert weights([0.0, 0.0]) == [0.5, 0.5]
+
+
+def test_a_share_is_guaranteed_and_what_earlier_searches_leave_goes_on():
+    shares = Shares(time.monotonic() + 100.0, (0.5, 0.25, 0.25))
+    assert 49.0 < shares.share(0) <= 50.0
+    # the first search finished at once: the rest of the time is split by weight
+    assert 49.0 < shares.share(1) <= 50.0
+    late = Shares(time.monotonic() + 10.0, (0.5, 0.25, 0.25))
+    assert 4.9 < late.share(2) <= 10.0
+    assert Shares(time.monotonic() - 1.0, (1.0,)).share(0) == MIN_SECONDS
+
+
+def test_a_search_keeps_time_to_choose():
+    assert 0 < reserve(None) < reserve(lambda module: 1.0) < 1
+
+
+def test_a_segments_work_grows_with_its_ops_and_its_cost():
+    from mirage_xdsl.ir.builder import KernelGraph
+
+    def projection(n: int, ops: int):
+        g = KernelGraph("p")
+        y = g.matmul(g.new_input((1, 8, n)), g.new_input((1, n, n)))
+        for _ in range(ops - 1):
+            y = g.silu(y)
+        g.mark_output(y)
+        return entry_function(g.module())
+
+    assert work(projection(4096, 1)) > 1.5 * work(projection(256, 1))
+    assert work(projection(256, 3)) > 2 * work(projection(256, 1))
+    fn = entry_function(__import__("test_partition").heads_program())
+    segments = [p for p in partition(fn, 9) if isinstance(p, Segment)]
+    assert min(weights([work(s.function) for s in segments])) >= FLOOR / 3 / 1.5
+
+
+@pytest.mark.parametrize("budget", [6.0])
+def test_a_search_with_a_small_budget_ends_within_it(budget):
+    """gqa at b = 1 with a 10 s budget on one process ran 14.5 s: its second
+    depth's tasks were made, and verification ran, without a look at the
+    clock."""
+    module = WORKLOADS["gqa"].build(1)
+    start = time.monotonic()
+    superoptimize(module, budget=budget, jobs=1, cache_dir="none", log=None)
+    assert time.monotonic() - start <= budget + SLACK
+
+
+def test_a_segmented_search_ends_within_its_budget():
+    """A decoder layer's segments on 8 s: each gets its share, and the whole
+    ends within the budget."""
+    torch = pytest.importorskip("torch")
+    from mirage_xdsl.torch import capture
+    from mirage_xdsl.torch.models import DecoderLayer
+
+    layer = DecoderLayer(dim=64, heads=4, kv_heads=2, hidden=128).half()
+    module = capture(layer, [torch.randn(1, 16, 64).half()])
+    log = io.StringIO()
+    start = time.monotonic()
+    superoptimize(module, budget=8.0, jobs=1, cache_dir="none", log=log)
+    assert time.monotonic() - start <= 8.0 + SLACK
+    lines = log.getvalue().splitlines()
+    count = int(lines[0].split(": ")[1].split(" segment(s)")[0])
+    shares = lines[0].split("shares of the budget: ")[1].split(", ")
+    assert count > 3 and len(shares) == count
+    searched = [x for x in lines if x.startswith("superoptimize @DecoderLayer_s")]
+    assert len(searched) >= count
