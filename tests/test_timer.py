@@ -49,7 +49,9 @@ def _fake_timer(monkeypatch, samples=None, activities=None):
     timer.flush_buffer = SimpleNamespace(fill_=lambda v: events.append("fill"))
     timer.key = "GPU-test"
     timer._last_used = None
+    timer._whole_gpu = False
     timer.retried = []
+    monkeypatch.setattr(timer_module, "_LAST_USE", [-float("inf")])
     samples = iter(samples or [Sample(1.0, 0.9, 1.1)] * 10)
     looks = iter(activities or [QUIET] * 20)
 
@@ -165,3 +167,17 @@ def test_flushes_and_calls_are_replayed_in_turn() -> None:
     # the flushes' time doubled between repetitions; the calls' 3 us did not
     assert sample.median == pytest.approx(3.0)
     assert sample.p10 == pytest.approx(3.0) and sample.p90 == pytest.approx(3.0)
+
+
+def test_a_whole_gpu_figure_is_read_only_after_this_process_left_it_idle(
+    monkeypatch,
+) -> None:
+    whole = Activity("nvidia-smi", None, (977,), 90.0)  # busy, ours or not
+    looks = [whole] * 10
+    timer, events, clock = _fake_timer(monkeypatch, activities=looks)
+    with pytest.raises(Unreliable, match="90% busy"):
+        timer.per_call_us([lambda: None], 20)  # idle before: it counts
+    assert "timed" not in events
+    timer_module._LAST_USE[0] = clock.now  # straight after our own work
+    assert timer.per_call_us([lambda: None], 20) == 1.0
+    assert events.count("timed") == 1

@@ -16,6 +16,10 @@ out (:meth:`GraphTimer.per_call_us`):
 - the median must be positive and the spread of the repetitions bounded
   (p90/p10 at most :data:`MAX_SPREAD`, or within :data:`NOISE_US`);
 - another process computing on the GPU (``gpu_activity.py``) is waited for.
+  Where only the whole GPU's utilisation is known, it also counts this
+  process's own work, so it is read only once this process has left the GPU
+  idle for :data:`BUSY_WAIT`; between timings that follow each other, the
+  checks above are what catches a disturbed figure.
 
 What fails is measured again after :data:`BUSY_WAIT`, up to
 :data:`ATTEMPTS` times; then :class:`Unreliable` is raised, naming why, and
@@ -51,6 +55,10 @@ MAX_SPREAD = 2.0
 NOISE_US = 2.0
 """...unless p90 - p10 is at most this many µs: the jitter of a 256 MB
 flush, which dominates the spread of a call of a few µs."""
+
+
+_LAST_USE = [-float("inf")]
+"""When this process last ran timed work on a GPU (monotonic seconds)."""
 
 
 class Unreliable(RuntimeError):
@@ -125,6 +133,8 @@ class GraphTimer:
         """The accepted sample of the last timing."""
         self.retried: list[str] = []
         """Why the last timing had to be tried again, one line per try."""
+        self._whole_gpu = False
+        """Whether the GPU's activity is known for the whole GPU only."""
 
     def spin_up(self, seconds: float = SPIN_SECONDS) -> None:
         """Keep the GPU busy (L2 flushes) for ``seconds``. After a pause, a
@@ -136,9 +146,20 @@ class GraphTimer:
             for _ in range(20):
                 self.flush_buffer.fill_(1)
             self.torch.cuda.synchronize()
+        _LAST_USE[0] = time.monotonic()
 
     def activity(self) -> Activity:
         return activity(self.key)
+
+    def others_busy(self) -> str:
+        """Why other processes keep the GPU busy, or empty (also when a
+        whole-GPU figure would count this process's own recent work)."""
+        recent = time.monotonic() - _LAST_USE[0] < BUSY_WAIT
+        if recent and self._whole_gpu:
+            return ""
+        seen = self.activity()
+        self._whole_gpu = seen.others is None
+        return "" if recent and self._whole_gpu else seen.busy()
 
     def _paired_us(self, calls_graph, flush_graph, count: int) -> Sample:
         """Replay the flushes' graph and the calls' graph in turn; each
@@ -186,7 +207,7 @@ class GraphTimer:
             for attempt in range(ATTEMPTS):
                 if attempt:
                     time.sleep(BUSY_WAIT)
-                busy = self.activity().busy()
+                busy = self.others_busy()
                 if busy:
                     self.retried.append(busy)
                     continue
@@ -194,8 +215,8 @@ class GraphTimer:
                 if self._last_used is None or now - self._last_used > IDLE_SECONDS:
                     self.spin_up()
                 sample = self._paired_us(calls_graph, flush_graph, count)
-                self._last_used = time.monotonic()
-                problem = sample.problem() or self.activity().busy()
+                self._last_used = _LAST_USE[0] = time.monotonic()
+                problem = sample.problem() or self.others_busy()
                 if not problem:
                     self.last = sample
                     return sample.median
