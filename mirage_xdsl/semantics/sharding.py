@@ -29,6 +29,9 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.ir.collectives import Staged, split_stages
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import parse
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.semantics.domain import Domain, FloatDomain
 from mirage_xdsl.semantics.interpreter import entry_function, run
 
@@ -112,6 +115,12 @@ class ShardedProgram:
                     f"of {self.shards}"
                 )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its text, to be parsed again in another process (one
+        per GPU)."""
+        fields = (module_text(self.module), self.shards, self.inputs, self.outputs)
+        return (_parsed, fields)
+
     def staged(self) -> Staged:
         return split_stages(entry_function(self.module))
 
@@ -176,6 +185,10 @@ class ShardedProgram:
             else per_shard[0][i]
             for i, p in enumerate(self.outputs)
         ]
+
+
+def _parsed(text: str, *fields: Any) -> ShardedProgram:
+    return ShardedProgram(parse(make_context(), text, "<sharded program>"), *fields)
 
 
 def run_stages(

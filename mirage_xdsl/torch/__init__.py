@@ -8,12 +8,15 @@ mirage-xdsl[torch]``); ``import mirage_xdsl`` alone does not.
 - :func:`superoptimize` captures, searches for a faster µGraph and returns a
   callable on torch tensors;
 - ``torch.compile(fn, backend="mirage")`` does the same per captured graph and
-  runs in eager mode whatever mirage cannot take.
+  runs in eager mode whatever mirage cannot take;
+- :func:`tensor_parallel` splits a module over several GPUs the Megatron way
+  and captures the shard's program, with ``kernel.all_reduce`` between blocks.
 """
 
 from mirage_xdsl.torch.capture import Captured, capture, capture_program
 from mirage_xdsl.torch.function import MirageFunction, superoptimize
 from mirage_xdsl.torch.nodes import CaptureError
+from mirage_xdsl.torch.parallel import TensorParallel, tensor_parallel
 from mirage_xdsl.torch.rules import ATEN_RULES
 
 __all__ = [
@@ -21,7 +24,9 @@ __all__ = [
     "CaptureError",
     "Captured",
     "MirageFunction",
+    "TensorParallel",
     "capture",
     "capture_program",
     "superoptimize",
+    "tensor_parallel",
 ]
