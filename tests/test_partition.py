@@ -173,12 +173,16 @@ def test_decoder_layer_is_searched_by_segments_and_matches_torch():
         assert float((fn(x).float() - ref).norm() / ref.norm()) < 5e-3
 
 
-def layernorm_program(rows: int = 8, n: int = 256):
-    """LayerNorm written as eleven plain ops: mean, centre, variance, scale."""
+def layernorm_program(rows: int = 8, n: int = 256, lead: tuple[int, ...] = ()):
+    """LayerNorm written as eleven plain ops: mean, centre, variance, scale;
+    with ``lead``, x is [*lead, rows, n] and the weight and bias are [n]."""
     g = KernelGraph("layernorm")
-    x, w, b = g.new_input((rows, n)), g.new_input((1, n)), g.new_input((1, n))
-    d = g.add(x, g.mul_scalar(g.reduction(x, 1), -1.0 / n))
-    v = g.mul_scalar(g.reduction(g.mul(d, d), 1), 1.0 / n)
+    x = g.new_input((*lead, rows, n))
+    weight = (n,) if lead else (1, n)
+    w, b = g.new_input(weight), g.new_input(weight)
+    last = len(lead) + 1
+    d = g.add(x, g.mul_scalar(g.reduction(x, last), -1.0 / n))
+    v = g.mul_scalar(g.reduction(g.mul(d, d), last), 1.0 / n)
     r = g.sqrt(g.add_scalar(v, 1e-5))
     g.mark_output(g.add(g.mul(g.div(d, r), w), b))
     return g.module()
@@ -240,18 +244,24 @@ def test_the_decoder_layers_residual_adds_and_norms_join_their_matmuls():
     assert all(seg[0] != "add" for seg in segments)
 
 
-def test_row_fused_layernorm_is_one_kernel_and_equivalent():
+@pytest.mark.parametrize(
+    "lead, grid", [((), (8, 1, 1)), ((2,), (2, 8, 1)), ((2, 1), (2, 8, 1))]
+)
+def test_row_fused_layernorm_is_one_kernel_and_equivalent(lead, grid):
     from mirage_xdsl.search.fusion import row_fused, row_local
     from mirage_xdsl.search.optimizer import optimize
     from mirage_xdsl.search.ugraph import from_function, to_module
 
-    module = layernorm_program()
+    module = layernorm_program(lead=lead)
     ug = from_function(entry_function(module))
     assert row_local(ug)
     fused = optimize(row_fused(ug))
     assert fused is not None and fused.kernels == 1
     graph = fused.ops[0].graph
-    assert graph.grid == (8, 1, 1) and graph.forloop == 1
+    assert graph.grid == grid and graph.forloop == 1
+    # a [n] weight is read whole by every block, lifted to x's rank
+    assert graph.inputs[1].imap == (-1, -1, -1)
+    assert graph.inputs[1].rank == (len(lead) + 2 if lead else None)
     found = to_module(fused)
     assert equivalent(module, found)
     xs = inputs(module)

@@ -15,6 +15,7 @@ when the search cannot enumerate a ten-op block graph within its budget.
 
 from __future__ import annotations
 
+from mirage_xdsl.dialects.shapes import lift
 from mirage_xdsl.search.ugraph import (
     ELEMENTWISE,
     BlockGraph,
@@ -35,20 +36,26 @@ MAX_GRID = 65535
 
 def row_local(ug: UGraph) -> bool:
     """Whether every op of ``ug`` is a library op that computes a row of its
-    result from the same rows of its operands, all tensors of one rank."""
+    result from the same rows of its operands: every result of one rank,
+    arguments of that rank or lower (lined up with the trailing dims)."""
     shapes = kernel_shapes(ug)
-    rank = {len(s) for s in shapes}
-    if len(rank) != 1 or rank == {0} or not ug.ops:
+    rank = _rank(ug)
+    if rank == 0 or any(len(s) != rank for s in shapes[len(ug.inputs) :]):
         return False
-    last = rank.pop() - 1
     for op in ug.ops:
         if op.graph is not None:
             return False
-        if op.kind in ROW_KINDS and op.attrs != (("dim", last),):
-            return False
         if op.kind not in (*ELEMENTWISE, *ROW_KINDS, "rms_norm"):
             return False
+        if op.kind in (*ROW_KINDS, "rms_norm") and len(shapes[op.operands[0]]) < rank:
+            return False
+        if op.kind in ROW_KINDS and op.attrs != (("dim", rank - 1),):
+            return False
     return True
+
+
+def _rank(ug: UGraph) -> int:
+    return max((len(s) for s in kernel_shapes(ug)), default=0)
 
 
 def row_fused(ug: UGraph) -> UGraph | None:
@@ -57,18 +64,28 @@ def row_fused(ug: UGraph) -> UGraph | None:
     do not fit a grid."""
     if not row_local(ug):
         return None
-    shapes = kernel_shapes(ug)
-    rows = max(shapes, key=len)[:-1]
-    rows = tuple(max(s[d] for s in shapes) for d in range(len(rows)))
+    rank = _rank(ug)
+    shapes = [lift(s, rank) for s in kernel_shapes(ug)]
+    rows = tuple(max(s[d] for s in shapes) for d in range(rank - 1))
     split = [d for d, n in enumerate(rows) if n > 1][-3:]
     if any(rows[d] > MAX_GRID for d in split):
         return None
     dims = (*split, *[-1] * (3 - len(split)))
     grid = tuple(rows[d] if d >= 0 else 1 for d in dims)
-    used = sorted({v for op in ug.ops for v in op.operands if v < len(ug.inputs)})
-    inputs = tuple(BlockInput(v, _imap(ug.inputs[v], rows, dims), -1) for v in used)
-    position = {v: i for i, v in enumerate(used)}
     first = len(ug.inputs)
+    if any(v < first for v in ug.outputs):
+        return None  # an argument returned as it is: no kernel writes it
+    used = sorted({v for op in ug.ops for v in op.operands if v < first})
+    position = {v: i for i, v in enumerate(used)}
+    inputs = tuple(
+        BlockInput(
+            position[v],
+            _imap(shapes[v], rows, dims),
+            -1,
+            None if len(ug.inputs[v]) == rank else rank,
+        )
+        for v in used
+    )
 
     def local(v: int) -> int:
         return position[v] if v < first else len(inputs) + v - first
@@ -77,8 +94,6 @@ def row_fused(ug: UGraph) -> UGraph | None:
         Op(op.kind, tuple(local(v) for v in op.operands), op.attrs) for op in ug.ops
     )
     outputs = tuple((local(v), _imap(shapes[v], rows, dims)) for v in ug.outputs)
-    if any(v < first for v in ug.outputs):
-        return None  # an argument returned as it is: no kernel writes it
     graph = BlockGraph(grid, 1, inputs, ops, outputs)  # type: ignore[arg-type]
     kernel = KernelOp("customized", tuple(used), (), graph)
     outs = tuple(len(ug.inputs) + i for i in range(len(graph.outputs)))
