@@ -85,6 +85,14 @@ def test_lost_workers_are_told_from_failed_tasks() -> None:
     assert lost(cf.BrokenExecutor("worker 12 died (SIGKILL)"))
     assert lost(cf.process.BrokenProcessPool("gone"))
     assert lost(KilledWorker("task lost its worker 3 times"))
+
+    class RayActorError(Exception):  # Ray's, by name
+        pass
+
+    class ActorDiedError(RayActorError):
+        pass
+
+    assert lost(ActorDiedError("the actor died unexpectedly"))
     assert not lost(ValueError("a bug"))
 
 

@@ -301,11 +301,12 @@ def in_order(
             future.cancel()
 
 
-LOST = ("BrokenExecutor", "BrokenProcessPool", "KilledWorker")
+LOST = ("BrokenExecutor", "BrokenProcessPool", "KilledWorker", "RayActorError")
 """Errors that say an executor lost the processes to run a task on: this
-pool's and ``ProcessPoolExecutor``'s broken pools, and Dask's
-``KilledWorker`` (a task whose every retry lost its worker), known by name
-so that Dask need not be imported."""
+pool's and ``ProcessPoolExecutor``'s broken pools, Dask's ``KilledWorker``
+(a task whose every retry lost its worker) and Ray's ``RayActorError`` (an
+actor of a ``RayExecutor`` died), known by name so that neither need be
+imported."""
 
 
 def lost(error: BaseException) -> bool:
