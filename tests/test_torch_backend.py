@@ -37,15 +37,51 @@ def test_backend_name_comes_from_the_entry_point():
     assert "mirage" in torch._dynamo.list_backends()
 
 
-def test_unsupported_graph_falls_back_to_eager(caplog):
+def mirage_log(caplog):
+    return [r.message for r in caplog.records if r.name == "mirage_xdsl.torch"]
+
+
+def erf_after_matmul(x, w):
+    y = x @ w
+    return torch.erf(y) * 2.0
+
+
+def test_unsupported_op_stays_torch_between_ugraphs(caplog, monkeypatch):
+    calls = count_ugraph_calls(monkeypatch)
     x, w = inputs()
-    compiled = torch.compile(lambda x, w: torch.erf(x @ w), backend="mirage")
+    compiled = torch.compile(erf_after_matmul, backend="mirage", options=INTERPRET)
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         out = compiled(x, w)
-    torch.testing.assert_close(out, torch.erf(x @ w))
-    (record,) = [r for r in caplog.records if r.name == "mirage_xdsl.torch"]
-    assert "running a graph eagerly" in record.message
-    assert "torch op 'aten.erf' is not supported" in record.message
+    torch.testing.assert_close(out, erf_after_matmul(x, w))
+    assert calls == [1, 1]  # the matmul, then the product by 2
+    log = mirage_log(caplog)
+    assert any(m.endswith("2 ops as 2 µGraphs, 1 as torch") for m in log)
+    (erf,) = [m for m in log if "torch  aten.erf" in m]
+    line = line_of(erf_after_matmul, "torch.erf")
+    assert f"{__file__}:{line} `return torch.erf(y) * 2.0`" in erf
+    assert erf.endswith(": no kernel-dialect equivalent")
+
+
+def count_ugraph_calls(monkeypatch):
+    """A list that grows by one per µGraph call, one entry per compiled graph."""
+    from mirage_xdsl.torch import partition
+
+    calls = []
+    forward = partition.MiragePart.forward
+
+    def counted(self, *args):
+        calls.append(1)
+        return forward(self, *args)
+
+    monkeypatch.setattr(partition.MiragePart, "forward", counted)
+    return calls
+
+
+def line_of(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
 
 
 def test_supported_graph_is_taken_and_the_rest_runs_eagerly(caplog):
@@ -54,9 +90,9 @@ def test_supported_graph_is_taken_and_the_rest_runs_eagerly(caplog):
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         out = compiled(x, w)
     torch.testing.assert_close(out, attention_then_erf(x, w))
-    messages = [r.message for r in caplog.records if r.name == "mirage_xdsl.torch"]
-    assert any("took a graph" in m for m in messages)
-    assert any("aten.erf" in m for m in messages)
+    log = mirage_log(caplog)
+    assert any("ops as 1 µGraphs, 0 as torch" in m for m in log)
+    assert any("torch  aten.erf" in m for m in log)
 
 
 def test_cpu_graphs_run_eagerly_by_default(caplog):
@@ -64,7 +100,56 @@ def test_cpu_graphs_run_eagerly_by_default(caplog):
     compiled = torch.compile(lambda x, w: torch.exp(x @ w), backend="mirage")
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         torch.testing.assert_close(compiled(x, w), torch.exp(x @ w))
-    assert any("CPU graph eagerly" in r.message for r in caplog.records)
+    assert any("CPU graph" in m for m in mirage_log(caplog))
+
+
+PROJECTION = torch.nn.Linear(8, 8)
+
+
+def project_tokens(table, ids):
+    return torch.relu(PROJECTION(table[ids + 1]))
+
+
+def test_parameters_and_index_math_around_a_ugraph(caplog, monkeypatch):
+    """A global nn.Module's parameters are µGraph inputs; the int64 gather
+    stays torch, named as such."""
+    calls = count_ugraph_calls(monkeypatch)
+    table, ids = torch.randn(16, 8), torch.tensor([[3, 1, 4]])
+    compiled = torch.compile(project_tokens, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(table, ids)
+    with torch.no_grad():
+        torch.testing.assert_close(out, project_tokens(table, ids))
+    assert calls == [1]
+    log = mirage_log(caplog)
+    assert any("aten.linear" in m and "mirage_0" in m for m in log)
+    assert any("torch  aten.index " in m and "no kernel-dialect" in m for m in log)
+    assert any("torch  aten.add " in m and "a torch.int64 tensor" in m for m in log)
+
+
+def write_then_read(cache, x):
+    cache.mul_(0.5)  # an in-place write: stays torch
+    return torch.exp(cache) + x
+
+
+def read_then_write(cache, x):
+    y = torch.exp(cache)
+    cache.mul_(0.5)
+    return y + x
+
+
+@pytest.mark.parametrize("fn", [write_then_read, read_then_write])
+def test_in_place_writes_stay_torch_and_keep_their_order(fn, caplog):
+    x = torch.randn(4, 8)
+    cache, expected_cache = torch.randn(4, 8), None
+    expected_cache = cache.clone()
+    expected = fn(expected_cache, x)
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(cache, x)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(cache, expected_cache)
+    assert any("torch  aten.mul_" in m and "in-place" in m for m in mirage_log(caplog))
 
 
 def test_backend_rejects_unknown_cpu_mode():

@@ -1,19 +1,24 @@
-"""``torch.compile(fn, backend="mirage")``.
+"""``torch.compile(model, backend="mirage")``.
 
-TorchDynamo splits a program into FX graphs at the points it cannot trace and
-hands each graph to this backend. A graph that captures into the kernel
-dialect is superoptimized and runs as mirage kernels; a graph that does not
-(an op with no kernel-dialect equivalent, dynamic shapes, ...) runs eagerly
-in torch, and the reason is logged on the ``mirage_xdsl.torch`` logger. Graphs
-on CPU tensors also run eagerly unless ``options={"cpu": "interpret"}`` asks
-for the µGraph interpreter (exact, slow: meant for checking).
+TorchDynamo hands this backend each FX graph it traces. The graph is lowered
+to ATen (``torch.export``, non-strict) and partitioned
+(:mod:`mirage_xdsl.torch.partition`): each maximal subgraph mirage can take
+becomes a µGraph (captured, searched, cached by the search, launched as a
+:class:`~mirage_xdsl.torch.function.MirageFunction`), and the rest runs as
+torch between them. Module parameters arrive as graph inputs and are ordinary
+µGraph inputs. The ``mirage_xdsl.torch`` logger gives, per graph, every op
+with the line of model code it came from: which µGraph took it, or why it
+stays torch.
 
 Options (``torch.compile(..., backend="mirage", options={...})``):
 
-- ``superoptimize``: run the search (default true); false runs the captured
-  kernel-level program as it is;
-- ``cpu``: ``"eager"`` (default) or ``"interpret"``;
-- anything else is passed to :func:`mirage_xdsl.superoptimize`.
+- ``superoptimize``: run the search on each µGraph (default true); false runs
+  the captured kernel-level program as it is;
+- ``cpu``: ``"eager"`` (default: CPU graphs run as torch) or ``"interpret"``
+  (µGraphs on CPU tensors run in the interpreter, exact and slow: the whole
+  path without a GPU);
+- anything else (``budget`` in seconds, ``max_ops``, ...) is passed to
+  :func:`mirage_xdsl.superoptimize` for each µGraph.
 
 The name ``mirage`` is registered through the ``torch_dynamo_backends`` entry
 point, so no import is needed; :func:`register` registers it by hand.
@@ -21,21 +26,26 @@ point, so no import is needed; :func:`register` registers it by hand.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import fx
 
 from mirage_xdsl.ir.diagnostics import MirageError
-from mirage_xdsl.torch.capture import capture_program
 from mirage_xdsl.torch.function import MirageFunction, search
-from mirage_xdsl.torch.nodes import CaptureError
+from mirage_xdsl.torch.nodes import op_name
+from mirage_xdsl.torch.partition import Account, Part, fuse, partition
+from mirage_xdsl.torch.trace import export, is_library, node_location
 
 log = logging.getLogger("mirage_xdsl.torch")
 
 CPU_MODES = ("eager", "interpret")
+
+_graphs = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -62,22 +72,61 @@ def mirage_backend(
     example_inputs: Sequence[Any],
     options: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
-    """A TorchDynamo backend: mirage kernels where possible, eager elsewhere."""
+    """A TorchDynamo backend: µGraphs where mirage can, torch elsewhere."""
     opts = BackendOptions.parse(options)
+    graph = next(_graphs)
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if not all(x.is_cuda for x in tensors) and opts.cpu == "eager":
+        log.info(
+            "mirage: graph %d runs as torch: CPU graph (options cpu='interpret')", graph
+        )
+        return gm.forward
     try:
-        captured = capture_program(gm, example_inputs)
-    except CaptureError as e:
-        log.warning("mirage: running a graph eagerly: %s", e)
+        program = export(gm, example_inputs).module()
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        log.warning(
+            "mirage: graph %d runs as torch: torch.export refused it: %s", graph, first
+        )
         return gm.forward
-    on_cpu = not all(x.is_cuda for x in example_inputs)
-    if on_cpu and opts.cpu == "eager":
-        log.info("mirage: running a CPU graph eagerly (options cpu='interpret')")
-        return gm.forward
-    module = captured.module
+    account = partition(program)
+    fuse(program, account.parts, lambda part: _runner(part, opts))
+    report(graph, account)
+    return program
+
+
+def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
+    """The callable of one µGraph: searched unless the options say not."""
+    module = part.captured.module
     if opts.superoptimize:
         module = search(module, **opts.search)
-    log.info("mirage: took a graph of %d ops", len(list(gm.graph.nodes)))
-    return MirageFunction(captured, module)
+    return MirageFunction(part.captured, module)
+
+
+def report(graph: int, account: Account) -> None:
+    """Log where each op of the graph runs, with its line of model code."""
+    taken = sum(len(p.nodes) for p in account.parts)
+    log.info(
+        "mirage: graph %d: %d ops as %d µGraphs, %d as torch",
+        graph,
+        taken,
+        len(account.parts),
+        len(account.torch),
+    )
+    for part in account.parts:
+        for node in part.nodes:
+            log.info("mirage:   %s  %s  %s", part.name, op_name(node), where(node))
+    for node, why in account.torch.items():
+        log.info("mirage:   torch  %s  %s: %s", op_name(node), where(node), why)
+
+
+def where(node: fx.Node) -> str:
+    """``file:line `source``` of the model code that made ``node``."""
+    loc = node_location(node)
+    if loc is None:
+        return "(no source line)"
+    file = loc.short() if is_library(loc.file) else f"{loc.file}:{loc.line}"
+    return f"{file} `{loc.text}`"
 
 
 def register(name: str = "mirage") -> None:

@@ -225,4 +225,11 @@ class Converter:
             if not node.users and node.target in IGNORED:
                 return
             raise unsupported(node, "it has no kernel-dialect equivalent")
-        self.env[node] = rule(self, node, *node.args, **node.kwargs)
+        try:
+            self.env[node] = rule(self, node, *node.args, **node.kwargs)
+        except CaptureError:
+            raise
+        except Exception as e:  # a verifier's refusal of the op the rule built
+            raise unsupported(
+                node, str(e).splitlines()[0] if str(e) else repr(e)
+            ) from None

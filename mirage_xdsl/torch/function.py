@@ -9,6 +9,7 @@ lets the whole path be checked without a GPU.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from torch.utils._pytree import tree_unflatten
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.search.report import Report
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.nodes import DTYPES
 
@@ -25,9 +27,17 @@ from mirage_xdsl.torch.nodes import DTYPES
 class MirageFunction:
     """A captured (and usually superoptimized) program, callable on tensors."""
 
-    def __init__(self, captured: Captured, module: ModuleOp | None = None):
+    def __init__(
+        self,
+        captured: Captured,
+        module: ModuleOp | None = None,
+        reports: Sequence[Report] = (),
+    ):
         self.captured = captured
         self.module = module if module is not None else captured.module
+        self.reports = list(reports)
+        """What the search did, one report per function or segment searched
+        (``Report.function`` names it: ``forward_s2`` is segment 2)."""
         self._compiled: Callable[..., Any] | None = None
         self._parameters: dict[torch.device, list[torch.Tensor]] = {}
 
@@ -97,18 +107,30 @@ class MirageFunction:
 
 def search(module: ModuleOp, **options: Any) -> ModuleOp:
     """``mirage_xdsl.superoptimize`` on a captured module."""
-    import mirage_xdsl
+    return searched(module, **options)[0]
 
-    superoptimize_module = getattr(mirage_xdsl, "superoptimize", None)
-    if superoptimize_module is None:
+
+def searched(module: ModuleOp, **options: Any) -> tuple[ModuleOp, list[Report]]:
+    """:func:`search`, with the search's reports (one per segment)."""
+    try:
+        from mirage_xdsl.search import make_options, superoptimize_module
+    except ImportError:
         raise MirageError(
-            "error: this installation has no search (mirage_xdsl.superoptimize)"
-        )
-    if "measure" not in options:
+            "error: this installation has no search (mirage_xdsl.search)"
+        ) from None
+    if "measure" in options:
+        measure = options.pop("measure")
+    else:
         from mirage_xdsl.passes.superoptimize import resolve_measure
 
-        options["measure"] = resolve_measure("auto")
-    return superoptimize_module(module, **options)
+        measure = resolve_measure("auto")
+    cache_dir = options.pop("cache_dir", None)
+    log = options.pop("log", sys.stderr)
+    out = module.clone()
+    reports = superoptimize_module(
+        out, make_options(**options), measure, cache_dir, log
+    )
+    return out, reports
 
 
 def superoptimize(
@@ -122,7 +144,8 @@ def superoptimize(
     (grid dims, for-loop ranges, budgets...). Without ``measure``, candidates
     are timed on the GPU when one is visible and ranked by the cost model
     otherwise, as the ``superoptimize`` pass does by default. The result takes the same
-    tensors as ``fn`` and returns the same structure.
+    tensors as ``fn`` and returns the same structure; its ``reports`` say
+    what the search did per segment.
     """
     captured = capture_program(fn, example_inputs)
-    return MirageFunction(captured, search(captured.module, **search_options))
+    return MirageFunction(captured, *searched(captured.module, **search_options))

@@ -51,6 +51,38 @@ class DecoderLayer(nn.Module):
         return h + self.w2(F.silu(self.w1(g)) * self.w3(g))
 
 
+class DecodeLayer(DecoderLayer):
+    """:class:`DecoderLayer` for one decoding step: each sequence's newest
+    token attends over its cached keys and values (``[batch, kv_heads, keys,
+    head_dim]``, as ``F.scaled_dot_product_attention`` takes them). The step
+    returns the layer's output and the token's own key and value, which the
+    caller writes into the cache (the write itself is not part of the layer,
+    as in gpt-fast's ``KVCache.update``)."""
+
+    def forward(  # type: ignore[override]
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, n, _ = x.shape
+        h = self.attention_norm(x)
+        q = self.wq(h).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(h).view(b, n, self.kv_heads, self.head_dim)
+        v = self.wv(h).view(b, n, self.kv_heads, self.head_dim)
+        out = F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=True)
+        h = x + self.wo(out.transpose(1, 2).reshape(b, n, -1))
+        g = self.ffn_norm(h)
+        return h + self.w2(F.silu(self.w1(g)) * self.w3(g)), k, v
+
+    def cache(self, batch: int, keys: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random key and value caches of ``keys`` positions, on the layer's
+        device and dtype."""
+        w = self.wk.weight
+        shape = (batch, self.kv_heads, keys, self.head_dim)
+        return (
+            torch.randn(shape, device=w.device, dtype=w.dtype),
+            torch.randn(shape, device=w.device, dtype=w.dtype),
+        )
+
+
 class PlainSoftmaxLayer(DecoderLayer):
     """:class:`DecoderLayer` with attention written out as ``exp(s) /
     sum(exp(s))``, without the row maximum: the form whose ``exp`` overflows

@@ -31,7 +31,15 @@ def torch_dtype(dtype: Attribute) -> torch.dtype:
 
 
 class CaptureError(MirageError):
-    """Torch code that has no kernel-dialect equivalent; one located line."""
+    """Torch code that has no kernel-dialect equivalent; one located line.
+
+    ``node`` is the refused graph node, when there is one, and ``reason`` the
+    message without its location (the backend's account lists both)."""
+
+    def __init__(self, message: str, node: fx.Node | None = None, reason: str = ""):
+        super().__init__(message)
+        self.node = node
+        self.reason = reason or message
 
 
 RMS_NORM_FORMS = (
@@ -53,7 +61,9 @@ def unsupported(node: fx.Node, why: str) -> CaptureError:
     and the library's line is named in the parentheses."""
     return CaptureError(
         f"{where_prefix(node)}error: torch op '{op_name(node)}' is not supported: "
-        f"{why}{source_suffix(node)}"
+        f"{why}{source_suffix(node)}",
+        node,
+        why,
     )
 
 

@@ -11,6 +11,7 @@ with stack traces, so they take the non-strict path directly.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import re
@@ -27,14 +28,34 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 class FunctionModule(torch.nn.Module):
-    """Wraps a plain function so ``torch.export`` (which wants a module) takes it."""
+    """Wraps a plain function so ``torch.export`` (which wants a module) takes it.
+
+    Modules the function reads from its closure or its globals become
+    submodules, so their parameters are the wrapper's and export finds them.
+    """
 
     def __init__(self, fn: Callable[..., Any]):
         super().__init__()
         self.fn = fn
+        for name, module in referenced_modules(fn).items():
+            self.add_module(name, module)
 
     def forward(self, *args: Any) -> Any:
         return self.fn(*args)
+
+
+def referenced_modules(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
+    """The ``nn.Module`` objects ``fn`` names as free variables or globals."""
+    try:
+        refs = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return {}
+    named = {**refs.globals, **refs.nonlocals}
+    return {
+        f"captured_{name}": value
+        for name, value in named.items()
+        if isinstance(value, torch.nn.Module)
+    }
 
 
 def as_module(fn: Callable[..., Any] | torch.nn.Module) -> torch.nn.Module:
@@ -125,7 +146,7 @@ def _package_dirs() -> tuple[str, ...]:
     dirs = [_TORCH_DIR, os.path.dirname(os.path.dirname(__file__)) + os.sep]
     spec = importlib.util.find_spec("transformers")
     if spec is not None and spec.submodule_search_locations:
-        dirs += [d + os.sep for d in spec.submodule_search_locations]
+        dirs += [os.path.join(str(d), "") for d in spec.submodule_search_locations]
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     dirs += [os.path.join(root, d) + os.sep for d in ("dialects", "lowering", "passes")]
     dirs.append(os.path.dirname(os.__file__) + os.sep)  # the standard library
@@ -139,7 +160,7 @@ def source_location(node: fx.Node) -> SourceLocation | None:
     and are skipped; Python 3.11 ``^^^`` markers give the column.
     """
     frames = _node_frames(node)
-    return next((f for f in reversed(frames) if not _is_library(f.file)), None)
+    return next((f for f in reversed(frames) if not is_library(f.file)), None)
 
 
 def model_location(node: fx.Node) -> SourceLocation | None:
@@ -159,7 +180,7 @@ def caller_location() -> SourceLocation | None:
     """The innermost frame of the running Python stack in the user's code:
     where the user called into mirage (``capture``, a compiled model)."""
     for info in traceback.extract_stack()[::-1]:
-        if not _is_library(info.filename) and info.lineno:
+        if not is_library(info.filename) and info.lineno:
             text = (info.line or "").strip()
             return SourceLocation(info.filename, info.lineno, None, text)
     return None
@@ -186,7 +207,7 @@ def _is_torch_frame(file: str, function: str) -> bool:
     )
 
 
-def _is_library(file: str) -> bool:
+def is_library(file: str) -> bool:
     return file.startswith(_LIBRARY_DIRS) or file.startswith("<")
 
 

@@ -1,0 +1,263 @@
+"""Splitting a torch graph into µGraphs and torch ops.
+
+``torch.compile(backend="mirage")`` hands over whole model graphs, most of
+which mirage can take and some of which it cannot (embedding lookups, integer
+index math, ``arange``, cos/sin tables, KV-cache writes, sampling). The graph
+is lowered to ATen, and torch's own partitioner
+(:class:`~torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner`, as
+torch_tensorrt and other backends use it) groups the nodes :class:`Support`
+accepts into maximal subgraphs that keep the graph acyclic. Each subgraph is
+converted with the capture rules; a node a rule refuses in context (a mean
+that is not inside an RMSNorm, ...) is marked unsupported and the graph is
+partitioned again, until every subgraph converts. Each then runs as one
+:class:`MiragePart` (a :class:`~mirage_xdsl.torch.function.MirageFunction`
+after the search); everything else runs as torch.
+
+:class:`Account` records, per node, where it ran and why not in mirage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.fx.passes.utils.fuser_utils import (
+    erase_nodes,
+    fuse_as_graphmodule,
+    insert_subgm,
+    topo_sort,
+)
+from torch.utils._pytree import tree_flatten
+from xdsl.dialects.builtin import ModuleOp
+
+from mirage_xdsl.torch.capture import Captured, Converter
+from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
+from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
+
+LAYOUT_OPS = frozenset({"kernel.reshape", "kernel.transpose"})
+"""Kernel ops that move no data worth a kernel: a part made only of these
+stays torch."""
+
+
+class Support(OperatorSupportBase):
+    """Which ATen nodes may join a µGraph: a rule exists, every tensor it reads
+    and makes is a float (or a boolean mask, read as 0/1) of static shape, it
+    mutates nothing, and it reads nothing an in-place op changes later.
+    ``refused`` holds the nodes a rule refused in context, with the reason."""
+
+    def __init__(self, graph: fx.Graph):
+        super().__init__()
+        self.refused: dict[fx.Node, str] = {}
+        self.mutated_later = _mutated_later(graph)
+
+    def is_node_supported(self, submodules: Mapping[str, Any], node: fx.Node) -> bool:
+        return self.reason(node) is None
+
+    def reason(self, node: fx.Node) -> str | None:
+        """Why ``node`` stays torch; None if it may join a µGraph."""
+        if node.op != "call_function":
+            return "not an op"
+        if node in self.refused:
+            return self.refused[node]
+        if _is_mutating(node):
+            return (
+                "an in-place op (it writes its input: the KV-cache write stays torch)"
+            )
+        packet = getattr(node.target, "overloadpacket", node.target)
+        if packet not in ATEN_RULES:
+            return "no kernel-dialect equivalent"
+        out = node.meta.get("val")
+        if isinstance(out, torch.Tensor) and out.dtype == torch.bool:
+            if packet not in BOOL_SAFE:
+                return "a boolean result (only masks are read, as 0/1)"
+        for value in _tensor_values(node):
+            if value.dtype not in DTYPES and value.dtype != torch.bool:
+                return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
+            if not all(isinstance(d, int) for d in value.shape):
+                return "a dynamic shape"
+        if any(a in self.mutated_later.get(node, ()) for a in node.all_input_nodes):
+            return "it reads a tensor that an in-place op changes later"
+        return None
+
+
+BOOL_SAFE = frozenset(
+    getattr(aten, name)
+    for name in (
+        "expand",
+        "view",
+        "reshape",
+        "_unsafe_view",
+        "unsqueeze",
+        "slice",
+        "select",
+        "alias",
+        "clone",
+        "contiguous",
+        "permute",
+        "transpose",
+    )
+)
+"""Ops that only move a boolean mask's elements: the same on its 0/1 copy."""
+
+
+def _is_mutating(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _tensor_values(node: fx.Node) -> list[torch.Tensor]:
+    """The tensors a node reads and makes (from the ``val`` metadata)."""
+    values = [node.meta.get("val")]
+    values += [a.meta.get("val") for a in node.all_input_nodes]
+    flat, _ = tree_flatten(values)
+    return [v for v in flat if isinstance(v, torch.Tensor)]
+
+
+def _mutated_later(graph: fx.Graph) -> dict[fx.Node, set[fx.Node]]:
+    """For each node, the inputs an in-place op writes after it."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    writes = [(order[n], n.args[0]) for n in graph.nodes if _is_mutating(n) and n.args]
+    out: dict[fx.Node, set[fx.Node]] = {}
+    for node in graph.nodes:
+        later = {t for at, t in writes if at > order[node] and isinstance(t, fx.Node)}
+        if later:
+            out[node] = later
+    return out
+
+
+@dataclass
+class Part:
+    """One µGraph of a partitioned graph: its nodes and their program."""
+
+    name: str
+    nodes: list[fx.Node]
+    captured: Captured
+    graph_module: fx.GraphModule
+    inputs: tuple[fx.Node, ...]
+    outputs: tuple[fx.Node, ...]
+
+
+@dataclass
+class Account:
+    """Where each op of a graph ran: ``parts`` as mirage, ``torch`` as torch
+    with the reason for each."""
+
+    parts: list[Part] = field(default_factory=list)
+    torch: dict[fx.Node, str] = field(default_factory=dict)
+
+
+def partition(gm: fx.GraphModule) -> Account:
+    """The µGraphs of ``gm`` and the reason each other op stays torch."""
+    support = Support(gm.graph)
+    converted: dict[frozenset[str], Part | str] = {}
+    while True:
+        proposed = CapabilityBasedPartitioner(
+            gm, support, allows_single_node_partition=True
+        ).propose_partitions()
+        parts, retry = [], False
+        for i, p in enumerate(proposed):
+            nodes = topo_sort(list(p.nodes))
+            key = frozenset(n.name for n in nodes)
+            if key not in converted:
+                converted[key] = _convert(gm, nodes, f"mirage_{i}", support)
+            result = converted[key]
+            if result is None:
+                retry = True
+            elif isinstance(result, Part):
+                parts.append(result)
+        if not retry:
+            break
+    account = Account(parts)
+    taken = {n for part in parts for n in part.nodes}
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node not in taken:
+            if node.target in IGNORED:
+                continue
+            account.torch[node] = support.reason(node) or "only layout changes"
+    return account
+
+
+def _convert(
+    gm: fx.GraphModule, nodes: list[fx.Node], name: str, support: Support
+) -> Part | str | None:
+    """The part for ``nodes``; None after marking a refused node (partition
+    again); a reason string when the part is not worth a µGraph."""
+    sub, inputs, outputs = fuse_as_graphmodule(
+        gm, nodes, name, always_return_tuple=True
+    )
+    by_name = {n.name: n for n in nodes}
+    try:
+        captured = convert_graph(sub, name)
+    except CaptureError as e:
+        node = by_name.get(e.node.name) if e.node is not None else None
+        if node is None:
+            node = nodes[0]
+        support.refused[node] = e.reason
+        return None
+    kernel_ops = {
+        op.name for op in captured.module.walk() if op.name.startswith("kernel.")
+    }
+    if kernel_ops <= LAYOUT_OPS:
+        return "only layout changes"
+    return Part(name, nodes, captured, sub, tuple(inputs), tuple(outputs))
+
+
+def convert_graph(sub: fx.GraphModule, name: str) -> Captured:
+    """A self-contained ATen graph as a program: its placeholders are the
+    inputs, all of the compute dtype (its first 16-bit float input's, else
+    f32), its outputs a tuple."""
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
+    narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
+    dtype = DTYPES[narrow[0] if narrow else torch.float32]
+    converter = Converter(sub.graph, name, dtype)
+    converter.bind_inputs()
+    module = converter.run()
+    outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+    _, spec = tree_flatten(tuple(range(len(outputs))))
+    return Captured(module, converter.parameters, spec)
+
+
+class MiragePart(torch.nn.Module):
+    """A part of a torch graph run by mirage: inputs converted to the
+    program's dtype (a boolean mask to 0/1), outputs back to torch's dtypes."""
+
+    def __init__(self, run: Callable[..., Any], module: ModuleOp, outputs: tuple):
+        super().__init__()
+        from mirage_xdsl.semantics.interpreter import entry_function
+        from mirage_xdsl.torch.nodes import torch_dtype
+
+        types = entry_function(module).function_type.inputs.data
+        self.run = run
+        self.input_dtypes = [torch_dtype(t.element_type) for t in types]  # type: ignore[attr-defined]
+        self.output_dtypes = [o.meta["val"].dtype for o in outputs]
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args = [
+            x.to(dtype).contiguous()
+            for x, dtype in zip(inputs, self.input_dtypes, strict=False)
+        ]
+        outs = self.run(*args)
+        return tuple(y.to(d) for y, d in zip(outs, self.output_dtypes, strict=True))
+
+
+def fuse(
+    gm: fx.GraphModule, parts: list[Part], run: Callable[[Part], Callable]
+) -> None:
+    """Replace each part's nodes in ``gm`` by one call of ``MiragePart``."""
+    for part in parts:
+        sub = part.graph_module
+        insert_subgm(gm, sub, part.inputs, part.outputs, part.nodes[-1])
+        erase_nodes(gm, part.nodes)
+        gm.add_submodule(
+            type(sub).__name__,
+            MiragePart(run(part), part.captured.module, part.outputs),
+        )
+    torch.fx.passes.tools_common.stable_topological_sort(gm)
+    gm.graph.lint()
+    gm.recompile()
