@@ -32,29 +32,26 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.gpu_target import H100, Target
 from mirage_xdsl.ir.builder import BlockGraph, lift, new_threadblock_graph
 from mirage_xdsl.lowering.aliases import is_alias
+from mirage_xdsl.lowering.split_k import (
+    blocks_to_aim_for,
+    epilogue_of,
+    plan_split_k,
+    skinny_rows,
+    split_k_ops,
+)
 from mirage_xdsl.ops import elementwise_kinds
 
 THREADS = (128, 1, 1)
 """Threads per block of every default kernel: four warps."""
-
-
-def blocks_to_aim_for(target: Target) -> int:
-    """About two blocks per SM of ``target``, rounded down to a power of two
-    (as the sizes being split usually are): 256 on the H100's 132 SMs."""
-    return 1 << ((2 * target.sms).bit_length() - 1)
 
 
 TARGET_BLOCKS = blocks_to_aim_for(H100)
@@ -205,6 +202,7 @@ def rms_norm(op: kernel.RmsNormOp) -> BlockGraph:
 
 
 def matmul(op: kernel.MatmulOp) -> BlockGraph:
+    """Tiles of the output, the for-loop walking the contraction dim."""
     a = t.tensor_shape(op.lhs)
     out = t.tensor_shape(op.result)
     rank = len(out)
@@ -280,6 +278,33 @@ def transpose(op: kernel.TransposeOp) -> BlockGraph:
     return bg
 
 
+def slice_copy(op: kernel.SliceOp) -> BlockGraph:
+    """A copy of the window, tiled like an element-wise op: each block's
+    ``block.input`` reads its part of the window in place."""
+    out = t.tensor_shape(op.result)
+    rank = len(out)
+    factors = split_dims(out, list(range(rank)), tile_target(prod(out)), {rank - 1: 64})
+    grid, dims = grid_of(factors, list(range(rank))[::-1])
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    bg.new_output(bg.new_input(op.input, dims, -1, window=op.window), dims)
+    return bg
+
+
+def concat(op: kernel.ConcatOp) -> BlockGraph:
+    """The grid tiles every dim but the joined one; each block reads both
+    pieces of its rows and joins them (``block.concat``)."""
+    out = t.tensor_shape(op.result)
+    joined = op.dim.value.data
+    rank = len(out)
+    kept = [d for d in range(rank) if d != joined][::-1]
+    factors = split_dims(out, kept, tile_target(prod(out)), {rank - 1: 64})
+    grid, dims = grid_of(factors, kept)
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    parts = [bg.new_input(v, dims, -1) for v in op.operands]
+    bg.new_output(bg.concat(*parts, joined), dims)
+    return bg
+
+
 PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     **{kind: elementwise for kind in elementwise_kinds("kernel")},
     "reduce_sum": reduce_sum,
@@ -287,9 +312,14 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     "rms_norm": rms_norm,
     "matmul": matmul,
     "transpose": transpose,
+    "slice": slice_copy,
+    "concat": concat,
 }
 """Default partition of each kernel op, by ``KIND`` (``kernel.reshape`` is no
 kernel: the lowering gives it its operand's buffer)."""
+
+EPILOGUE_KINDS = frozenset(elementwise_kinds("kernel"))
+"""Ops a split-K combine kernel runs after the sum."""
 
 
 def customize(op: t.TensorOp) -> kernel.CustomizedOp:
@@ -297,9 +327,25 @@ def customize(op: t.TensorOp) -> kernel.CustomizedOp:
     return PARTITIONS[op.KIND](op).customized_op()
 
 
-def _replace(op: t.TensorOp, rewriter: PatternRewriter) -> None:
-    new = customize(op)
-    rewriter.replace(op, new, new.results)
+def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
+    """Replace a skinny ``op`` and its epilogue by the kernels of
+    ``split_k``; the ops replaced, or None when ``op`` is no skinny matmul."""
+    rows = skinny_rows(op)
+    if rows is None:
+        return None
+    elem_bytes = 4 if str(t.element_type(op.result)) == "f32" else 2
+    k, n = t.tensor_shape(op.rhs)[-2:]
+    plan = plan_split_k(rows, n, k, elem_bytes, target)
+    epilogue = epilogue_of(op, EPILOGUE_KINDS)
+    last = epilogue[-1] if epilogue else op
+    new, result = split_k_ops(op, plan, THREADS, epilogue)
+    Rewriter.insert_op(new, InsertPoint.before(last))
+    last.results[0].replace_all_uses_with(result)
+    replaced: list[Operation] = [op, *epilogue]
+    for old in reversed(replaced):
+        old.detach()
+        old.erase()
+    return replaced
 
 
 @dataclass(frozen=True)
@@ -308,22 +354,30 @@ class DefaultCustomizePass(ModulePass):
 
     Element-wise ops tile their output over the grid; ``reduce_sum`` and
     ``matmul`` tile their output and walk the reduced (contraction) dim with
-    the for-loop, accumulating in fp32; ``rms_norm`` gives each block whole
-    rows; ``transpose`` tiles the swapped dims. ``kernel.reshape`` stays (the
-    lowering makes it a buffer alias). The result computes the same function
-    (the interpreter checks it) and is what ``lower-to-gpu`` expects.
+    the for-loop, accumulating in fp32; a matmul of at most 16 rows (a decode
+    projection) gets 64-column strips of its weight, is split over its
+    contraction dim too where that fills the GPU (partial sums, then a
+    combine kernel), and its last kernel also runs the element-wise ops
+    continuing the product, such as a residual add (``split_k``);
+    ``rms_norm`` gives each block whole rows; ``transpose`` tiles the swapped
+    dims. ``kernel.reshape`` stays (the lowering makes it a buffer alias). The
+    result computes the same function (the interpreter checks it) and is what
+    ``lower-to-gpu`` expects.
     """
 
     name = "default-customize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            _CustomizePattern(), apply_recursively=False
-        ).rewrite_module(op)
-
-
-class _CustomizePattern(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: t.TensorOp, rewriter: PatternRewriter) -> None:
-        if op.name.startswith("kernel.") and not is_alias(op):
-            _replace(op, rewriter)
+        done: set[Operation] = set()
+        for inner in list(op.walk()):
+            if inner in done or not isinstance(inner, t.TensorOp):
+                continue
+            if not inner.name.startswith("kernel.") or is_alias(inner):
+                continue
+            if isinstance(inner, kernel.MatmulOp):
+                replaced = split_matmul(inner, H100)
+                if replaced is not None:
+                    done.update(replaced)
+                    continue
+            new = customize(inner)
+            Rewriter.replace_op(inner, new, new.results)

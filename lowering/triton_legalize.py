@@ -11,6 +11,8 @@ op by op:
 - a matmul of concatenations along the contraction dim becomes a sum of
   matmuls, ``concat(a, b)·concat(c, d) = a·c + b·d`` (what LoRA's one-kernel
   form needs), so no register concatenation feeds a dot;
+- a kernel whose tensor-core operands would not fit shared memory is tiled
+  further along K (``lowering/triton_refine.py``);
 - every result gets ``triton.tile``, its padded register shape (see
   ``lowering/triton_tiles.py``), and every matmul ``triton.matmul``, the form
   it lowers to: ``"dot"`` or ``"fma"``.
@@ -35,6 +37,7 @@ from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.kernel import dense_i64
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.triton_refine import refine
 from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 
 TILE_ATTR = "triton.tile"
@@ -136,6 +139,7 @@ def legalize(customized: kernel.CustomizedOp, small_matmul: str = "dot") -> None
     for op in [o for o in customized.entry.ops if isinstance(o, block.MatmulOp)]:
         split_concat_matmul(op)
     drop_dead(customized)
+    refine(customized)
     annotate(customized, small_matmul)
 
 

@@ -426,28 +426,39 @@ def test_unknown_backend_is_one_line() -> None:
 
 
 @needs_triton
-def test_auto_falls_back_to_cuda_for_what_triton_cannot_build() -> None:
-    """A 4096 x 16 weight tile loaded whole needs more shared memory under
-    Triton than a block has; ``auto`` still compiles it, as CUDA C."""
-    from mirage_xdsl.ir.diagnostics import MirageError
+def test_a_tile_over_shared_memory_is_tiled_further_not_sent_to_cuda(
+    tmp_path: Path,
+) -> None:
+    """A 4096 x 16 weight tile loaded whole would need more shared memory
+    under Triton than a block has: legalisation splits its matmul along K
+    into for-loop iterations (4 of 1024), the kernel compiles within a
+    block's shared memory, stays on Triton under ``auto``, and computes what
+    the original block graph computes (Triton's interpreter)."""
     from mirage_xdsl.runtime import compile
 
-    text = """
-    func.func @f(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
-      %y = kernel.customized(%x, %w) grid [256, 1, 1] block [256, 1, 1] forloop 1 : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
-      ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>):
-        %i = block.input %a imap [-1, -1, -1] fmap -1 : tensor<1x4096xf16> -> tensor<1x4096xf16>
-        %j = block.input %b imap [1, -1, -1] fmap -1 : tensor<4096x4096xf16> -> tensor<4096x16xf16>
-        %m = block.matmul %i, %j : tensor<1x4096xf16>, tensor<4096x16xf16> -> tensor<1x16xf16>
-        block.output %m omap [1, -1, -1] : tensor<1x16xf16>
-      }
-      func.return %y : tensor<1x4096xf16>
-    }"""
-    module = parse(make_context(), text, "f.mlir")
-    with pytest.raises(MirageError, match="shared memory"):
-        compile(module, backend="triton", tune=False)
+    module = parse(make_context(), WHOLE_K_TILE, "f.mlir")
+    program = generate_triton(module)
+    (k,) = program.kernels
+    assert k.forloop == 4 and "it * 1024" in program.source
     compiled = compile(module, tune=False)
-    assert compiled.backend == "cuda" and "shared memory" in compiled.fallback
+    assert compiled.backend == "triton" and not compiled.fallback
+    _check_compiled(compiled)
+    path = tmp_path / "f.mlir"
+    path.write_text(WHOLE_K_TILE)
+    assert not _failures(_interpret("file", str(path)))
+
+
+WHOLE_K_TILE = """
+func.func @f(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
+  %y = kernel.customized(%x, %w) grid [256, 1, 1] block [256, 1, 1] forloop 1 : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>):
+    %i = block.input %a imap [-1, -1, -1] fmap -1 : tensor<1x4096xf16> -> tensor<1x4096xf16>
+    %j = block.input %b imap [1, -1, -1] fmap -1 : tensor<4096x4096xf16> -> tensor<4096x16xf16>
+    %m = block.matmul %i, %j : tensor<1x4096xf16>, tensor<4096x16xf16> -> tensor<1x16xf16>
+    block.output %m omap [1, -1, -1] : tensor<1x16xf16>
+  }
+  func.return %y : tensor<1x4096xf16>
+}"""
 
 
 # --- float constants (mul_scalar, add_scalar, rms_norm eps) -----------------------

@@ -1,0 +1,278 @@
+"""Split-K: the default partition of a skinny matmul (a decode projection).
+
+A matmul of a few rows (``M <= 16``, a batch-1..16 decode step) against a
+weight of ``K x N`` moves the weight and little else, so it runs at the speed
+it reads the weight. Tiling only the output gives ``N / 64`` blocks, too few
+to keep the GPU's memory busy (a 2048-column projection would run on 32 of
+the H100's 132 SMs). Split-K also splits the contraction dim over the grid:
+
+- the *partial* kernel: block ``(j, s)`` multiplies the rows by the weight's
+  column strip ``j`` (``n_tile`` columns: 128-byte rows, so every load is a
+  whole line) over slice ``s`` of ``K``, walking it with the for-loop in
+  chunks of ``k_tile`` (a weight tile of :data:`WEIGHT_TILE_BYTES` per
+  iteration), and stores its ``M x n_tile`` partial sum at rows
+  ``s * M ...`` of a ``[S * M, N]`` buffer;
+- the *combine* kernel reads that buffer as ``[S, M, N]`` (a reshape: no
+  copy), sums the ``S`` partials of each output tile in one load and one
+  ``reduce_sum``, applies the epilogue (a residual add, say) and stores.
+
+``S`` is the smallest split that gives the grid enough blocks to fill the
+target's SMs about twice (``blocks_to_aim_for``), so each block still walks a
+long stretch of ``K`` and the partial sums stay small next to the weight
+(``S * M * N`` against ``K * N``). A matmul is split only when that reads the
+weight sooner by more than a launch costs (:func:`read_seconds`: too few
+blocks cannot use all of the memory's bandwidth, each keeping about one
+weight tile in flight).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.ir import Operation, SSAValue
+
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.gpu_target import Target
+from mirage_xdsl.ir.builder import BlockGraph, new_threadblock_graph
+
+SKINNY_ROWS = 16
+"""Most rows a matmul may have to be split over ``K`` by default."""
+COLUMN_TILES = (64, 32, 16)
+"""Column strips of the weight a block may own, widest first (64 halves:
+one 128-byte line per weight row)."""
+WEIGHT_TILE_BYTES = 16 * 1024
+"""Bytes of weight one block loads per for-loop iteration."""
+COMBINE_TILE = 4096
+"""Most elements the combine kernel sums per block."""
+
+
+@dataclass(frozen=True)
+class SplitK:
+    """How a skinny matmul is split: column strips, K chunks and K slices."""
+
+    n_tile: int
+    k_tile: int
+    splits: int
+    k: int
+
+    @property
+    def forloop(self) -> int:
+        """For-loop iterations of each block of the partial kernel."""
+        return self.k // (self.splits * self.k_tile)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def blocks_to_aim_for(target: Target) -> int:
+    """About two blocks per SM of ``target``, rounded down to a power of two
+    (as the sizes being split usually are): 256 on the H100's 132 SMs."""
+    return 1 << ((2 * target.sms).bit_length() - 1)
+
+
+def block_bandwidth(target: Target) -> float:
+    """Bytes per second one block of the partial kernel reads: one weight
+    tile per load round trip (what the multiply-and-sum form, which Triton
+    does not pipeline, keeps in flight; the tensor-core form's pipeline
+    keeps more, so this errs towards more blocks)."""
+    return WEIGHT_TILE_BYTES / target.load_latency_seconds
+
+
+def read_seconds(weight_bytes: int, blocks: int, target: Target) -> float:
+    """How long ``blocks`` blocks take to read the weight: the device memory's
+    bandwidth, or fewer blocks' own if they cannot use all of it."""
+    bandwidth = min(target.dram_bandwidth, blocks * block_bandwidth(target))
+    return weight_bytes / bandwidth
+
+
+def skinny_rows(op: kernel.MatmulOp) -> int | None:
+    """The rows of ``op`` seen as one ``[rows, K] x [K, N]`` product (a weight
+    shared by every batch index, the rows of all batches stacked), when
+    there are at most :data:`SKINNY_ROWS` of them; None otherwise."""
+    rhs = t.tensor_shape(op.rhs)
+    rows = prod(t.tensor_shape(op.result)[:-1])
+    if any(d != 1 for d in rhs[:-2]) or rows > SKINNY_ROWS:
+        return None
+    return rows
+
+
+def plan_split_k(rows: int, n: int, k: int, elem_bytes: int, target: Target) -> SplitK:
+    """How a ``[rows, k] x [k, n]`` product is split on ``target``: 64-column
+    strips, 16 KB weight chunks, and over ``K`` only when that reads the
+    weight sooner by more than the combine kernel's launch costs."""
+    n_tile = next((c for c in COLUMN_TILES if n % c == 0), n)
+    strips = n // n_tile
+    aim = blocks_to_aim_for(target)
+    k_tile = max(
+        d for d in _divisors(k) if d * n_tile * elem_bytes <= WEIGHT_TILE_BYTES
+    )
+    chunks = k // k_tile
+    splits = next((s for s in _divisors(chunks) if strips * s >= aim), chunks)
+    weight = k * n * elem_bytes
+    gain = read_seconds(weight, strips, target) - read_seconds(
+        weight, strips * splits, target
+    )
+    if gain <= target.launch_seconds:
+        splits = 1
+    return SplitK(n_tile, k_tile, splits, k)
+
+
+def fits_rows(shape: Sequence[int], out: Sequence[int]) -> bool:
+    """Whether an epilogue operand of ``shape`` is, like the result ``out``,
+    a matrix of its rows (the leading dims of ``out``, or none) by columns."""
+    lifted = (1,) * (len(out) - len(shape)) + tuple(shape)
+    lead = lifted[:-1]
+    return len(shape) <= len(out) and (
+        lead == tuple(out[:-1]) or all(d == 1 for d in lead)
+    )
+
+
+def epilogue_of(op: kernel.MatmulOp, kinds: Collection[str]) -> list[t.TensorOp]:
+    """The kernel ops of ``kinds`` that only continue ``op``'s result (a
+    residual add, say): each the single user of the one before, of the same
+    shape, its other operands matrices of the same rows (or one row)."""
+    chain: list[t.TensorOp] = []
+    value = op.result
+    shape = t.tensor_shape(value)
+    while len(uses := list(value.uses)) == 1:
+        user = uses[0].operation
+        if (
+            not isinstance(user, t.TensorOp)
+            or not user.name.startswith("kernel.")
+            or user.KIND not in kinds
+            or t.tensor_shape(user.results[0]) != shape
+            or not all(fits_rows(t.tensor_shape(v), shape) for v in user.operands)
+        ):
+            break
+        chain.append(user)
+        value = user.results[0]
+    return chain
+
+
+View = Callable[[SSAValue, int], SSAValue]
+"""A tensor seen with a given rank (its leading dims of 1 dropped or added)."""
+
+
+def add_epilogue(
+    bg: BlockGraph,
+    value: SSAValue,
+    product: SSAValue,
+    epilogue: Sequence[t.TensorOp],
+    omap: Sequence[int],
+    view: View,
+) -> SSAValue:
+    """Apply ``epilogue`` (element-wise ops, each continuing the one before,
+    the first ``product``) to ``value``, the block's tile of ``product`` (rows
+    and columns last)
+    stored by ``omap``; the other operands are read tile by tile, seen with
+    the tile's rank (a broadcast dim of 1 is replicated)."""
+    rank = len(t.tensor_shape(value))
+    previous = product
+    for e in epilogue:
+        args = []
+        for v in e.operands:
+            if v == previous:
+                args.append(value)
+                continue
+            seen = view(v, rank)
+            shape = t.tensor_shape(seen)
+            imap = [d if d >= 0 and shape[d] > 1 else -1 for d in omap]
+            args.append(bg.new_input(seen, imap, -1))
+        new = block.ELEMENTWISE_OPS[e.KIND](*args, *e.constant_args())
+        bg.block.add_op(new)
+        value = new.results[0]
+        previous = e.results[0]
+    return value
+
+
+def partial_kernel(
+    x: SSAValue,
+    w: SSAValue,
+    matmul_result: SSAValue,
+    plan: SplitK,
+    threads: Sequence[int],
+    epilogue: Sequence[t.TensorOp],
+    view: View,
+) -> kernel.CustomizedOp:
+    """Block ``(j, s)``: the rows ``x [M, K]`` times column strip ``j`` of
+    ``w [K, N]`` over K slice ``s``, stored at rows ``s * M`` of the
+    ``[S * M, N]`` partial sums. Unsplit (``S = 1``) that is the product
+    itself, and the block applies ``epilogue`` before it stores."""
+    n = t.tensor_shape(w)[-1]
+    grid = (n // plan.n_tile, plan.splits, 1)
+    bg = new_threadblock_graph(grid, threads, plan.forloop)
+    loop = plan.forloop > 1
+    tx = bg.new_input(x, [-1, 1, -1], 1 if loop else -1)
+    tw = bg.new_input(w, [1, 0, -1], 0 if loop else -1)
+    product = bg.matmul(tx, tw)
+    value = bg.forloop_accum(product) if loop else product
+    omap = [1, 0, -1]
+    if plan.splits == 1:
+        value = add_epilogue(bg, value, matmul_result, epilogue, omap, view)
+    bg.new_output(value, omap)
+    return bg.customized_op()
+
+
+def combine_kernel(
+    partials: SSAValue,
+    matmul_result: SSAValue,
+    epilogue: Sequence[t.TensorOp],
+    threads: Sequence[int],
+    view: View,
+) -> kernel.CustomizedOp:
+    """Sum the ``[S, M, N]`` partial sums over ``S`` and apply ``epilogue``;
+    the result is ``[1, M, N]``."""
+    splits, m, n = t.tensor_shape(partials)
+    width = max(d for d in _divisors(n) if splits * m * d <= COMBINE_TILE or d == 1)
+    bg = new_threadblock_graph((n // width, 1, 1), threads, 1)
+    omap = [2, -1, -1]
+    value = bg.reduction(bg.new_input(partials, omap, -1), 0)
+    bg.new_output(add_epilogue(bg, value, matmul_result, epilogue, omap, view), omap)
+    return bg.customized_op()
+
+
+def split_k_ops(
+    op: kernel.MatmulOp,
+    plan: SplitK,
+    threads: Sequence[int],
+    epilogue: Sequence[t.TensorOp] = (),
+) -> tuple[list[Operation], SSAValue]:
+    """The kernels (and reshapes: no copies) computing ``op`` followed by
+    ``epilogue`` (element-wise ops, each continuing the one before and
+    reading nothing else computed from the product), and the value that
+    replaces the last of them. The kernels see every tensor with the rank of
+    their tiles (its leading dims, all 1, dropped or added), so the rows and
+    columns are a plain matrix."""
+    ops: list[Operation] = []
+
+    def view(v: SSAValue, rank: int) -> SSAValue:
+        shape = t.tensor_shape(v)
+        core = (prod(shape[:-1]), shape[-1])
+        want = (1,) * (rank - 2) + core
+        if shape == want:
+            return v
+        reshape = kernel.ReshapeOp(v, want)
+        ops.append(reshape)
+        return reshape.result
+
+    x, w = view(op.lhs, 2), view(op.rhs, 2)
+    partial = partial_kernel(x, w, op.result, plan, threads, epilogue, view)
+    ops.append(partial)
+    result = partial.results[0]
+    if plan.splits > 1:
+        m, n = t.tensor_shape(x)[0], t.tensor_shape(w)[1]
+        parts = kernel.ReshapeOp(result, (plan.splits, m, n))
+        ops.append(parts)
+        combine = combine_kernel(parts.result, op.result, epilogue, threads, view)
+        ops.append(combine)
+        result = combine.results[0]
+    final = t.tensor_shape((epilogue[-1] if epilogue else op).results[0])
+    if t.tensor_shape(result) != final:
+        back = kernel.ReshapeOp(result, final)
+        ops.append(back)
+        result = back.result
+    return ops, result
