@@ -51,6 +51,8 @@ class Report:
     kernels_before: int = 0
     kernels_after: int = 0
     seconds: float = 0.0
+    budget: float = 0.0
+    """The seconds the search was given (a segment's share of its program's)."""
     stopped: str = ""
     cached: bool = False
     verifier: str = ""

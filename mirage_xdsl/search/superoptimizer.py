@@ -230,7 +230,12 @@ def superoptimize_function(
     name = function.sym_name.data
     input_graph = from_function(function)
     input_cost = cost_model.cost(input_graph)
-    report = Report(name, input_cost=input_cost, kernels_before=input_graph.kernels)
+    report = Report(
+        name,
+        input_cost=input_cost,
+        kernels_before=input_graph.kernels,
+        budget=options.budget,
+    )
     directory = None if cache_dir == "none" else cache_dir or default_dir()
     cache = Cache(directory) if directory is not None else None
     measure_key = getattr(measure, "key", None) if measure is not None else ""
