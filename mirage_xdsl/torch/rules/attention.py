@@ -60,10 +60,15 @@ def sdpa(
     scores = c.graph.mul_scalar(scores, scale if scale else 1.0 / math.sqrt(sq[-1]))
     heads_view = (kv_heads, group) if group > 1 else (heads,)
     view = (*sq[:-3], *heads_view, sq[-2], sk[-2])
-    if group > 1:
+    mask = mask_of(c, node, attn_mask, is_causal, view)
+    # only a mask needs the grouped view: without one, the softmax of the
+    # stacked rows is the same, and the attention stays one run of
+    # arithmetic ops for the search (a layout op would cut it)
+    grouped = group > 1 and mask is not None
+    if grouped:
         scores = c.graph.reshape(scores, view)
-    p = masked_softmax(c, node, scores, mask_of(c, node, attn_mask, is_causal, view))
-    if group > 1:
+    p = masked_softmax(c, node, scores, mask)
+    if grouped:
         p = c.graph.reshape(p, (*sq[:-3], kv_heads, group * sq[-2], sk[-2]))
     out = c.graph.matmul(p, value)
     if group > 1:
