@@ -278,3 +278,63 @@ def test_a_layernorm_searched_as_plain_ops_comes_out_as_one_kernel():
     names = [op.name for op in entry_function(found).body.ops][:-1]
     assert names == ["kernel.customized"]
     assert equivalent(module, found)
+
+
+def unit_view_attention():
+    """Attention whose softmax runs on scores viewed with an extra size-1 dim
+    (``[2, 4, 32]`` as ``[2, 4, 1, 32]``) and viewed back before ``@ v``."""
+    g = KernelGraph("attention")
+    q, k, v = g.new_input((2, 4, 8)), g.new_input((2, 8, 32)), g.new_input((2, 32, 8))
+    s = g.reshape(g.mul_scalar(g.matmul(q, k), 0.125), (2, 4, 1, 32))
+    e = g.exp(g.add(s, g.neg(g.reduce_max(s, 3))))
+    p = g.reshape(g.div(e, g.reduction(e, 3)), (2, 4, 32))
+    g.mark_output(g.matmul(p, v))
+    return g.module()
+
+
+def test_reshapes_that_only_insert_unit_dims_do_not_cut_attention():
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.search.squeeze import inserted_dims, squeeze
+
+    assert inserted_dims((2, 4, 32), (2, 4, 1, 32)) == (2,)
+    assert inserted_dims((2, 4, 32), (2, 4, 32)) is None
+    assert inserted_dims((2, 128), (2, 4, 32)) is None
+    module = unit_view_attention()
+    fn = entry_function(module).clone()
+    assert len([p for p in partition(fn, 9) if isinstance(p, Segment)]) == 3
+    assert squeeze(fn) == 2
+    fn.verify()
+    names = [op.name.split(".")[1] for op in fn.body.ops][:-1]
+    assert "reshape" not in names and names.count("reduce_max") == 1
+    assert not needs_partition(fn, 9)
+    found = ModuleOp([fn])
+    assert equivalent(module, found)
+    xs = inputs(module)
+    np.testing.assert_allclose(run(found, xs)[0], run(module, xs)[0], rtol=1e-5)
+
+
+def test_a_unit_view_read_elsewhere_keeps_its_reshape():
+    from mirage_xdsl.search.squeeze import squeeze
+
+    g = KernelGraph("kept")
+    x = g.new_input((2, 32))
+    y = g.exp(g.reshape(x, (2, 1, 32)))
+    g.mark_output(y)  # returned at the wider rank: nothing narrows it back
+    g.mark_output(g.reshape(y, (2, 32)))
+    fn = entry_function(g.module())
+    assert squeeze(fn) == 0
+    g = KernelGraph("over_unit")
+    x = g.new_input((2, 32))
+    s = g.reduction(g.reshape(x, (2, 32, 1)), 2)  # sums over the inserted dim
+    g.mark_output(g.reshape(s, (2, 32)))
+    assert squeeze(entry_function(g.module())) == 0
+
+
+def test_a_unit_view_attention_is_searched_whole():
+    module = unit_view_attention()
+    log = io.StringIO()
+    found = superoptimize(module, budget=5, jobs=1, cache_dir="none", log=log)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("superoptimize @attention:")
+    assert equivalent(module, found)

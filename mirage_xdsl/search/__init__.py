@@ -22,6 +22,7 @@ from mirage_xdsl.search.dispatch import executing
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
 from mirage_xdsl.search.progress import Progress
+from mirage_xdsl.search.squeeze import squeeze
 from mirage_xdsl.search.superoptimizer import (
     Measure,
     Outcome,
@@ -57,15 +58,20 @@ def superoptimize_module(
     cache_dir: str | None = None,
     log: TextIO | None = sys.stderr,
 ) -> list[Report]:
-    """Rewrite each searchable function of ``module`` in place."""
+    """Rewrite each searchable function of ``module`` in place (each searched
+    without the reshapes that only insert size-1 dims, ``squeeze.py``)."""
     reports: list[Report] = []
     for fn in [op for op in module.ops if isinstance(op, func.FuncOp)]:
         if not searchable(fn):
             continue
-        if needs_partition(fn, options.segment_ops):
-            new = _by_segments(fn, options, measure, cache_dir, log, reports)
+        program = fn.clone()
+        squeeze(program)
+        if needs_partition(program, options.segment_ops):
+            new = _by_segments(program, options, measure, cache_dir, log, reports)
         else:
-            outcome: Outcome = superoptimize_function(fn, options, measure, cache_dir)
+            outcome: Outcome = superoptimize_function(
+                program, options, measure, cache_dir
+            )
             new = outcome.function
             if log is not None:
                 print(outcome.report.summary(), file=log)
