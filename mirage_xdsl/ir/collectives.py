@@ -9,10 +9,14 @@ through NCCL). :func:`split_stages` makes that cut:
 - an op's *stage* is the most collectives on any path from the function's
   arguments to it; the ops of one stage, in program order, form one function;
 - a collective whose operand is made in stage ``s`` runs after stage ``s``,
-  and its result is read from stage ``s + 1`` on.
+  and its result is read from stage ``s + 1`` on;
+- the ops of stage ``s`` that its collectives need come first, the rest of
+  the stage after the collectives start: a runtime runs that rest while the
+  sums are in flight (NCCL on its own stream).
 
 Work that does not depend on a collective lands in the earliest stage, so each
-collective waits only for what it needs.
+collective waits only for what it needs, and overlaps the work that does not
+feed it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from mirage_xdsl.ir.regions import outside_operands
 
 @dataclass
 class Stage:
-    """The ops between two collectives, as a function of their own."""
+    """Ops between collectives, as a function of their own."""
 
     module: ModuleOp
     """One ``func.func`` of ordinary kernel ops."""
@@ -39,7 +43,7 @@ class Stage:
     outputs: list[SSAValue]
     """The values of the shard's function that its results give."""
     reduces: list[kernel.AllReduceOp]
-    """The collectives to run once this stage is done, in program order."""
+    """The collectives to start once this stage is done, in program order."""
 
 
 @dataclass
@@ -69,9 +73,11 @@ def stage_numbers(ops: Sequence[Operation]) -> dict[Operation, int]:
 def split_stages(fn: func.FuncOp) -> Staged:
     """``fn`` cut at its ``kernel.all_reduce`` ops (see the module docstring).
 
-    A function without collectives is one stage. A stage with no ops (a
-    collective of an argument) is kept, empty, so stage ``s`` is always
-    followed by the collectives that stage ``s + 1`` reads.
+    The ops of one stage that its collectives need come first, as a stage
+    of their own followed by those collectives; the rest of the stage
+    follows, so a runtime can run it while the sums are in flight. A
+    function without collectives is one stage; a stage with no ops (a
+    collective of an argument) is kept, empty.
     """
     body = [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
     returned = list(fn.body.block.last_op.operands)  # type: ignore[union-attr]
@@ -84,20 +90,32 @@ def split_stages(fn: func.FuncOp) -> Staged:
             reduces[numbers[op] - 1].append(op)
         else:
             groups[numbers[op]].append(op)
-    later: list[set[SSAValue]] = [set(returned) for _ in range(count)]
-    for s in range(count - 1, 0, -1):
-        read = set(outside_operands(groups[s]))
-        read |= {r.input for r in reduces[s]}
-        later[s - 1] = later[s] | read
-    stages = []
-    for s, ops in enumerate(groups):
-        needed = later[s] | {r.input for r in reduces[s]}
+    pieces: list[tuple[list[Operation], list[kernel.AllReduceOp]]] = []
+    for ops, sums in zip(groups, reduces, strict=True):
+        early = _feeding(ops, [r.input for r in sums]) if sums else set(ops)
+        pieces.append(([op for op in ops if op in early], sums))
+        if late := [op for op in ops if op not in early]:
+            pieces.append((late, []))
+    read_later: set[SSAValue] = set(returned)
+    stages: list[Stage] = []
+    for i in reversed(range(len(pieces))):
+        ops, sums = pieces[i]
+        needed = read_later | {r.input for r in sums}
         made = [r for op in ops for r in op.results if r in needed]
-        name = f"{fn.sym_name.data}_stage{s}"
-        stages.append(
-            Stage(_function(name, ops, made), outside_operands(ops), made, reduces[s])
-        )
-    return Staged(list(fn.args), stages, returned)
+        module = _function(f"{fn.sym_name.data}_stage{i}", ops, made)
+        stages.append(Stage(module, outside_operands(ops), made, sums))
+        read_later |= set(outside_operands(ops)) | {r.input for r in sums}
+    return Staged(list(fn.args), stages[::-1], returned)
+
+
+def _feeding(ops: Sequence[Operation], values: Sequence[SSAValue]) -> set[Operation]:
+    """The ops of ``ops`` that ``values`` depend on."""
+    wanted, feeding = set(values), set()
+    for op in reversed(ops):
+        if any(r in wanted for r in op.results):
+            feeding.add(op)
+            wanted.update(op.operands)
+    return feeding
 
 
 def _function(name: str, ops: Sequence[Operation], outputs: list[SSAValue]) -> ModuleOp:

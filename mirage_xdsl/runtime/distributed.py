@@ -6,8 +6,11 @@ cuts the shard's program at its collectives (``ir/collectives.py``), compiles
 each stage with :func:`mirage_xdsl.compile` (on CUDA tensors) or runs it in
 the interpreter (on CPU tensors), and runs every ``kernel.all_reduce`` as
 ``torch.distributed.all_reduce`` on the stage's output: NCCL between GPUs,
-gloo between CPU processes. Everything runs on torch's current stream, so a
-whole step, collectives included, can be captured in one CUDA graph (NCCL
+gloo between CPU processes. A sum is started as soon as the ops it needs are
+done and waited for by the first stage that reads it, so the work that does
+not need it (the attention block's key and value projections) runs while
+NCCL sums. Kernels run on torch's current stream and the collectives are
+ordered against it, so a whole step can be captured in one CUDA graph (NCCL
 collectives can be captured).
 
 Processes are started by ``torchrun`` (:func:`join_group` reads its
@@ -74,16 +77,24 @@ class ShardRunner:
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         """This shard's outputs for its ``inputs`` (its pieces, as
-        ``TensorParallel.shard_inputs`` gives them)."""
+        ``TensorParallel.shard_inputs`` gives them). Each all-reduce starts
+        as soon as its stage is done; the stages that do not read its sum
+        run while it is in flight."""
         self.check_group()
         env: dict[Any, torch.Tensor] = dict(
             zip(self.staged.arguments, inputs, strict=True)
         )
+        pending: dict[Any, Any] = {}
         for i, stage in enumerate(self.staged.stages):
+            for value in stage.inputs:
+                if value in pending:
+                    pending.pop(value).wait()
             outs = self._run_stage(i, stage, [env[v] for v in stage.inputs])
             env.update(zip(stage.outputs, outs, strict=True))
             for op in stage.reduces:
-                env[op.result] = self._all_reduce(op, env[op.input])
+                env[op.result], pending[op.result] = self._all_reduce(op, env[op.input])
+        for work in pending.values():
+            work.wait()
         results = [env[v] for v in self.staged.results]
         if not inputs[0].is_cuda:
             results = [y.to(inputs[0].dtype) for y in results]
@@ -105,12 +116,14 @@ class ShardRunner:
             for y in run(stage.module, arrays)
         ]
 
-    def _all_reduce(self, op: kernel.AllReduceOp, x: torch.Tensor) -> torch.Tensor:
-        """The sum over the group; in place when nothing else reads ``x``."""
+    def _all_reduce(
+        self, op: kernel.AllReduceOp, x: torch.Tensor
+    ) -> tuple[torch.Tensor, Any]:
+        """The sum over the group, started (in place when nothing else reads
+        ``x``): the tensor it will hold, and the work to wait for."""
         alone = isinstance(op.input, OpResult) and op.input.has_one_use()
         out = x if alone and x.is_contiguous() else x.contiguous().clone()
-        dist.all_reduce(out, group=self.group)
-        return out
+        return out, dist.all_reduce(out, group=self.group, async_op=True)
 
 
 def _has_ops(stage: Stage) -> bool:
