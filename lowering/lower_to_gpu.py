@@ -83,6 +83,12 @@ def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
                 f"lower-to-gpu: '{op.name}' has no block-level definition; run "
                 "'default-customize' first"
             )
+        if isinstance(op, kernel.AllReduceOp):
+            raise DiagnosticException(
+                f"lower-to-gpu: '{op.name}' in @{name} sums over "
+                f"{op.group_size} GPUs; a shard's program runs one stage at a "
+                "time, the sums between (runtime.distributed.ShardRunner)"
+            )
     storage = storage_of(fn)
     outputs = output_storage(
         fn, storage, "lower-to-gpu: function ", "every output is written by a kernel"
