@@ -14,6 +14,7 @@ import pytest
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.ir.builder import new_kernel_graph
 from mirage_xdsl.ir.collectives import split_stages
+from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.semantics.sharding import (
     REPLICATE,
@@ -182,7 +183,9 @@ def test_a_program_must_agree_with_its_group_size() -> None:
 
 def test_interpreter_needs_a_collective() -> None:
     module = mlp(F // 2, 2)
-    with pytest.raises(ValueError, match="'kernel.all_reduce' sums over 2 shards"):
+    with pytest.raises(
+        MirageError, match="error: 'kernel.all_reduce' sums over 2 shards"
+    ):
         run(module, inputs_of(module))
     doubled = run(module, inputs_of(module), collective=lambda x: x + x)
     alone = run(mlp(F // 2, None), inputs_of(module))

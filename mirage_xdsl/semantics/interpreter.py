@@ -39,6 +39,7 @@ from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel, thread
 from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ir.diagnostics import MirageError, where
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.domain import Domain, FloatDomain
 
@@ -291,10 +292,10 @@ class MirageFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: kernel.AllReduceOp, args: tuple[Any, ...]
     ) -> tuple[Any, ...]:
         if self.collective is None:
-            raise ValueError(
-                f"'{op.name}' sums over {op.group_size} shards; run the program "
-                "with a collective (semantics.sharding.run_sharded, or "
-                "runtime.distributed)"
+            raise MirageError(
+                f"{where(op)}: error: '{op.name}' sums over {op.group_size} "
+                "shards; a shard's program runs with its shards "
+                "(semantics.sharding.run_sharded, or runtime.distributed)"
             )
         return (self.collective(args[0]),)
 
