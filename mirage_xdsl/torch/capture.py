@@ -91,7 +91,14 @@ def capture_program(
     names = input_names(fn, len(example_inputs))
     for i, x in enumerate(example_inputs):
         check_input(x, i, names[i])
-    program = export(fn, example_inputs)
+    try:
+        program = export(fn, example_inputs)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise CaptureError(
+            f"{where_prefix(None)}error: torch.export cannot trace "
+            f"'{program_name(fn)}': {first}"
+        ) from None
     dtype = DTYPES[example_inputs[0].dtype] if example_inputs else DTYPES[torch.float32]
     converter = Converter(program.graph, program_name(fn), dtype)
     converter.bind_exported(program)

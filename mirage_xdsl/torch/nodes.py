@@ -75,15 +75,16 @@ def where_prefix(node: fx.Node | None) -> str:
 
 
 def source_suffix(node: fx.Node) -> str:
-    """`` (in `source`)`` of the user's line, or `` (in `source` at
-    package/file.py:LINE)`` of the model code's line when that is a library."""
-    user = source_location(node)
-    if user is not None:
-        return f" (in `{user.text}`)" if user.text else ""
-    model = model_location(node)
-    if model is None:
-        return ""
-    return f" (in `{model.text}` at {model.short()})"
+    """`` (in `source`)`` of the user's line, followed by ``, at
+    package/file.py:LINE: `source``` of the library line inside it that made
+    the op; `` (in `source` at package/file.py:LINE)`` when the op comes from
+    library code alone."""
+    user, model = source_location(node), model_location(node)
+    library = f"at {model.short()}: `{model.text}`" if model and model != user else ""
+    if user is None:
+        return f" (in `{model.text}` at {model.short()})" if model else ""
+    text = f"in `{user.text}`" if user.text else ""
+    return f" ({', '.join(p for p in (text, library) if p)})" if text or library else ""
 
 
 def node_meta(node: fx.Node) -> torch.Tensor:

@@ -1,0 +1,97 @@
+"""``torch.compile(LlamaForCausalLM, backend="mirage")`` on CPU through the
+interpreter: greedy tokens equal eager's, and the log accounts for every
+norm, projection, attention and MLP."""
+
+import logging
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import LlamaConfig, LlamaForCausalLM, StaticCache  # noqa: E402
+
+INTERPRET = {"cpu": "interpret", "superoptimize": False}
+LAYERS = 2
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def tiny_llama(dtype):
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=128,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(dtype).eval()
+
+
+def greedy(model, forward, steps, prompt=(1, 5, 9, 3, 7)):
+    """``steps`` greedy tokens with a static KV cache."""
+    cache = StaticCache(config=model.config, max_cache_len=64)
+    tokens = torch.tensor([prompt])
+    position = torch.arange(len(prompt))
+    out = []
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = forward(
+                input_ids=tokens,
+                past_key_values=cache,
+                cache_position=position,
+                use_cache=True,
+            ).logits
+            tokens = logits[:, -1:].argmax(-1)
+            position = position[-1:] + 1
+            out.append(int(tokens))
+    return out
+
+
+def compiled_tokens(model, steps, caplog):
+    compiled = torch.compile(model, backend="mirage", dynamic=False, options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        return greedy(model, compiled, steps)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_greedy_tokens_match_eager(dtype, caplog):
+    model = tiny_llama(dtype)
+    steps = 32 if dtype == torch.float32 else 8
+    assert compiled_tokens(model, steps, caplog) == greedy(model, model, steps)
+
+
+OPS_IN_MIRAGE = {
+    # op: (count per graph, the model code it comes from)
+    "aten.rsqrt": (2 * LAYERS + 1, ("torch.rsqrt(variance",)),
+    "aten.linear": (7 * LAYERS + 1, ("_proj(", "lm_head(")),
+    "aten.scaled_dot_product_attention": (LAYERS, ("scaled_dot_product_attention(",)),
+    "aten.silu": (LAYERS, ("silu(",)),
+}
+
+
+def test_log_accounts_for_every_norm_projection_attention_and_mlp(caplog):
+    compiled_tokens(tiny_llama(torch.float32), 2, caplog)
+    log = [r.message for r in caplog.records if r.name == "mirage_xdsl.torch"]
+    summaries = [m for m in log if re.search(r"graph \d+: \d+ ops as", m)]
+    assert len(summaries) == 2  # prefill and decode
+    lines = [m.split(None, 3) for m in log if m.startswith("mirage:   ")]
+    for op, (count, source) in OPS_IN_MIRAGE.items():
+        taken = [where for _, part, name, where in lines if name == op]
+        assert len(taken) == 2 * count, op
+        assert all(any(s in w for s in source) for w in taken), op
+        assert not any(name == op for _, part, name, _ in lines if part == "torch")
+    assert all(part.startswith("mirage_") or part == "torch" for _, part, _, _ in lines)
+    cache_writes = [w for _, part, name, w in lines if name == "aten.index_copy_"]
+    assert len(cache_writes) == 2 * 2 * LAYERS
+    assert all("in-place op" in w for w in cache_writes)
