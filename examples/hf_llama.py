@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""A transformers Llama, compiled with ``torch.compile(backend="mirage")``.
+
+Builds ``LlamaForCausalLM`` from a Llama-3.2-1B-shaped config (random weights,
+nothing downloaded), compiles it with the mirage backend, generates greedily
+with a static KV cache and compares the tokens with eager torch. On CUDA it
+then times one decode step (one token) of each method: eager,
+``torch.compile`` (default and max-autotune, without inductor's own CUDA
+graphs, since the step is captured in one here), and mirage; and prints the
+floor: the bytes a step must read (every weight once and the whole static
+cache) over the copy bandwidth measured in the same run.
+
+How a step is timed (as ``tools/bench.py`` times a call): the step captured
+in a CUDA graph (plain calls if it cannot be captured, said so), warm-up
+replays, then per repetition a 256 MB write to flush L2 and CUDA events around
+one replay; the median is printed.
+
+    pip install -e ".[hf]"
+    python examples/hf_llama.py --small --device cpu              # µGraphs run in the interpreter
+    python examples/hf_llama.py --device cuda --dtype bfloat16    # Llama-3.2-1B shapes, timings
+
+The ``mirage_xdsl.torch`` log (``--log``) lists, per graph Dynamo traced,
+every op with its line in transformers: the µGraph that took it, or why it
+stays torch (embedding lookup, integer index math, cos/sin, KV-cache write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+
+FLUSH_BYTES = 256 << 20
+COPY_BYTES = 1 << 30
+
+
+def llama_config(small: bool) -> LlamaConfig:
+    """Llama-3.2-1B's shapes (16 layers, hidden 2048, 32 query and 8 key/value
+    heads of 64, MLP 8192, vocabulary 128256, tied embeddings), or a tiny one."""
+    if small:
+        shape = dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+        )
+    else:
+        shape = dict(
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=128256,
+            tie_word_embeddings=True,
+        )
+    return LlamaConfig(
+        **shape,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=8192,
+        attn_implementation="sdpa",
+    )
+
+
+class Decoder:
+    """Greedy decoding of one model with its own static cache. A decode step
+    reads its token and position from fixed buffers, so it can be captured in
+    a CUDA graph and replayed."""
+
+    def __init__(self, model: LlamaForCausalLM, forward: Callable, cache_len: int):
+        device = model.device
+        self.forward = forward
+        self.cache = StaticCache(config=model.config, max_cache_len=cache_len)
+        self.token = torch.zeros(1, 1, dtype=torch.long, device=device)
+        self.position = torch.zeros(1, dtype=torch.long, device=device)
+        self.logits: torch.Tensor | None = None
+
+    def run(self, ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        out = self.forward(
+            input_ids=ids,
+            past_key_values=self.cache,
+            cache_position=position,
+            use_cache=True,
+        )
+        return out.logits[:, -1]
+
+    def step(self) -> None:
+        """One decode step on the buffered token and position."""
+        self.logits = self.run(self.token, self.position)
+
+    def generate(self, prompt: torch.Tensor, steps: int) -> list[int]:
+        with torch.no_grad():
+            logits = self.run(
+                prompt, torch.arange(prompt.shape[1], device=prompt.device)
+            )
+            tokens = []
+            for i in range(steps):
+                tokens.append(int(logits.argmax(-1)))
+                self.token.fill_(tokens[-1])
+                self.position.fill_(prompt.shape[1] + i)
+                self.step()
+                logits = self.logits
+        return tokens
+
+
+def time_step(decoder: Decoder, reps: int, warmup: int) -> tuple[float, bool]:
+    """Median µs of one decode step, and whether it ran as a CUDA graph."""
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    with torch.no_grad():
+        try:
+            from mirage_xdsl.runtime.timer import capture_graph
+
+            run, graph = capture_graph(decoder.step, warmup=3).replay, True
+        except Exception:
+            torch.cuda.synchronize()
+            run, graph = decoder.step, False
+        for _ in range(warmup):
+            run()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for start, end in zip(starts, ends, strict=True):
+            flush.fill_(1)
+            start.record()
+            run()
+            end.record()
+        torch.cuda.synchronize()
+    return statistics.median(
+        s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True)
+    ), graph
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a 1 GiB device-to-device copy (read and written)."""
+    src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = (
+        torch.cuda.Event(enable_timing=True),
+        torch.cuda.Event(enable_timing=True),
+    )
+    times = []
+    for _ in range(10):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return 2 * COPY_BYTES / statistics.median(times)
+
+
+def floor_us(model: LlamaForCausalLM, cache_len: int, bandwidth: float) -> float:
+    """µs to read every weight once and the whole static cache at ``bandwidth``."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    item = next(model.parameters()).element_size()
+    cache = (
+        2 * c.num_hidden_layers * c.num_key_value_heads * cache_len * head_dim * item
+    )
+    return (weights + cache) / bandwidth * 1e6
+
+
+def methods(model, args) -> dict[str, Callable]:
+    """The forward of each method to compare; eager first."""
+    mirage = {"budget": args.budget} if args.budget else {"superoptimize": False}
+    if args.device == "cpu":
+        mirage = {"cpu": "interpret", "superoptimize": False}
+    out = {
+        "eager": model,
+        "mirage": torch.compile(model, backend="mirage", dynamic=False, options=mirage),
+    }
+    if args.device == "cuda" and not args.no_inductor:
+        out["torch.compile"] = torch.compile(model, dynamic=False)
+        out["max-autotune"] = torch.compile(
+            model, dynamic=False, mode="max-autotune-no-cudagraphs"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--small", action="store_true", help="a 2-layer, hidden-64 config"
+    )
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )
+    parser.add_argument(
+        "--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"]
+    )
+    parser.add_argument("--prompt", type=int, default=8, help="prompt tokens")
+    parser.add_argument("--steps", type=int, default=32, help="tokens generated")
+    parser.add_argument("--cache-len", type=int, default=1024)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=30.0,
+        help="search seconds per µGraph (0: no search)",
+    )
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument(
+        "--no-inductor", action="store_true", help="skip torch.compile's timings"
+    )
+    parser.add_argument(
+        "--log", action="store_true", help="the per-op account of each graph"
+    )
+    args = parser.parse_args(argv)
+    if args.prompt + args.steps + args.reps + 20 > args.cache_len:
+        parser.error(
+            "--cache-len must exceed prompt + steps + reps + 20 (the cache grows per step)"
+        )
+    logging.basicConfig(format="%(message)s")
+    mirage_log = logging.getLogger("mirage_xdsl.torch")
+    mirage_log.setLevel(logging.INFO)
+    if not args.log:
+        mirage_log.addFilter(lambda r: not r.getMessage().startswith("mirage:   "))
+
+    dtype = getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    with torch.device(args.device):
+        model = LlamaForCausalLM(llama_config(args.small)).to(dtype).eval()
+    prompt = torch.randint(
+        0, model.config.vocab_size, (1, args.prompt), device=args.device
+    )
+    reference: list[int] | None = None
+    rows = []
+    for name, forward in methods(model, args).items():
+        decoder = Decoder(model, forward, args.cache_len)
+        start = time.perf_counter()
+        tokens = decoder.generate(prompt, args.steps)
+        seconds = time.perf_counter() - start
+        reference = reference or tokens
+        same = next(
+            (
+                i
+                for i, (a, b) in enumerate(zip(tokens, reference, strict=True))
+                if a != b
+            ),
+            None,
+        )
+        agree = (
+            "same tokens as eager"
+            if same is None
+            else f"differs from eager at token {same}"
+        )
+        print(
+            f"{name:14s} generated {args.steps} tokens in {seconds:.1f} s, {agree}",
+            flush=True,
+        )
+        if args.device == "cuda":
+            rows.append((name, *time_step(decoder, args.reps, warmup=5)))
+    if rows:
+        floor = floor_us(model, args.cache_len, copy_bandwidth())
+        print(
+            f"\ndecode step, batch 1, {args.dtype}, static cache of {args.cache_len}:"
+        )
+        for name, us, graph in rows:
+            note = "" if graph else "  (no CUDA graph: plain calls)"
+            print(f"  {name:14s} {us:9.1f} µs/token  {floor / us:5.0%} of floor{note}")
+        print(
+            f"  {'floor':14s} {floor:9.1f} µs/token  (weights + cache over copy bandwidth)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
