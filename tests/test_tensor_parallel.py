@@ -224,3 +224,33 @@ def test_every_stage_of_a_searched_shard_lowers() -> None:
     assert len(stages) == 2
     for stage in stages:
         assert lower(stage.module).launches
+
+
+def test_reshapes_of_what_a_stage_reads_are_views() -> None:
+    """A reshape of the sum moves nothing: the stage after the sum takes it
+    as a view and has no kernel to compile (a GPU program cannot return a
+    reshape of its input)."""
+
+    def program(shards: int | None):
+        g = new_kernel_graph("f")
+        x, w = (
+            g.new_input((2, D // (shards or 1))),
+            g.new_input((D // (shards or 1), D)),
+        )
+        y = g.matmul(x, w)
+        y = g.all_reduce(y, shards) if shards else y
+        g.mark_output(g.reshape(y, (2, 2, D // 2)))
+        return g.module()
+
+    staged = split_stages(entry_function(program(2)))
+    last = staged.stages[-1]
+    assert [op.name for op in last.views] == ["kernel.reshape"]
+    assert [op.name for op in entry_function(last.module).body.block.ops] == [
+        "func.return"
+    ]
+    sharded = ShardedProgram(program(2), 2, (Shard(1), Shard(0)), (REPLICATE,))
+    xs = inputs_of(program(None))
+    got = sharded.gather(run_sharded(sharded, xs))
+    np.testing.assert_allclose(got[0], run(program(None), xs)[0], rtol=1e-5, atol=1e-6)
+    verdict = equivalent_sharded(sharded, program(None))
+    assert verdict, verdict.reason

@@ -229,6 +229,12 @@ def fmt(us: float | None) -> str:
     return "—" if us is None else f"{us:.1f}"
 
 
+def cell(row: dict, key: str) -> str:
+    """A time, marked when it was taken eagerly (no CUDA graph)."""
+    eager = row.get(f"{key}_mode") == "eager"
+    return fmt(row.get(key)) + (" (eager)" if eager else "")
+
+
 def markdown(rows: list[dict], device: str) -> str:
     lines = [
         f"Tensor parallel over {rows[0]['shards']} GPUs ({device}), fp16, µs per step "
@@ -239,16 +245,13 @@ def markdown(rows: list[dict], device: str) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        modes = (
-            ""
-            if r["ours_tp_mode"] == r["torch_tp_mode"] == "graph"
-            else " (eager timing)"
-        )
         lines.append(
-            f"| {r['block']} | {r['batch']} | {fmt(r['ours_tp'])}{modes} | {fmt(r['torch_tp'])} "
-            f"| {fmt(r['ours_one_gpu'])} | {fmt(r['torch_one_gpu'])} "
+            f"| {r['block']} | {r['batch']} | {cell(r, 'ours_tp')} "
+            f"| {cell(r, 'torch_tp')} | {cell(r, 'ours_one_gpu')} "
+            f"| {cell(r, 'torch_one_gpu')} "
             f"| {fmt(r['floor_tp'])} / {fmt(r['floor_one_gpu'])} "
-            f"| {r['ours_one_gpu'] / r['ours_tp']:.2f}x | {r['torch_tp'] / r['ours_tp']:.2f}x "
+            f"| {r['ours_one_gpu'] / r['ours_tp']:.2f}x "
+            f"| {r['torch_tp'] / r['ours_tp']:.2f}x "
             f"| {'yes' if r['verified'] else 'NO'} | {'yes' if r['correct'] else 'NO'} |"
         )
     return "\n".join(lines) + "\n"

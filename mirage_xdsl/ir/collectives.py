@@ -44,6 +44,9 @@ class Stage:
     """The values of the shard's function that its results give."""
     reduces: list[kernel.AllReduceOp]
     """The collectives to start once this stage is done, in program order."""
+    views: list[kernel.ReshapeOp]
+    """Reshapes of what the stage reads, taken before it runs: they move
+    nothing, so no kernel computes them (a GPU program cannot return one)."""
 
 
 @dataclass
@@ -100,12 +103,27 @@ def split_stages(fn: func.FuncOp) -> Staged:
     stages: list[Stage] = []
     for i in reversed(range(len(pieces))):
         ops, sums = pieces[i]
+        views = _views(ops)
+        computed = [op for op in ops if op not in views]
         needed = read_later | {r.input for r in sums}
-        made = [r for op in ops for r in op.results if r in needed]
-        module = _function(f"{fn.sym_name.data}_stage{i}", ops, made)
-        stages.append(Stage(module, outside_operands(ops), made, sums))
+        made = [r for op in computed for r in op.results if r in needed]
+        module = _function(f"{fn.sym_name.data}_stage{i}", computed, made)
+        stage = Stage(module, outside_operands(computed), made, sums, views)
+        stages.append(stage)
         read_later |= set(outside_operands(ops)) | {r.input for r in sums}
     return Staged(list(fn.args), stages[::-1], returned)
+
+
+def _views(ops: Sequence[Operation]) -> list[kernel.ReshapeOp]:
+    """The reshapes among ``ops`` of values no other op of ``ops`` computes."""
+    computed: set[SSAValue] = set()
+    views: list[kernel.ReshapeOp] = []
+    for op in ops:
+        if isinstance(op, kernel.ReshapeOp) and op.input not in computed:
+            views.append(op)
+        else:
+            computed.update(op.results)
+    return views
 
 
 def _feeding(ops: Sequence[Operation], values: Sequence[SSAValue]) -> set[Operation]:

@@ -30,6 +30,7 @@ import torch.distributed as dist
 from xdsl.ir import OpResult
 
 from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.collectives import Stage
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import run
@@ -86,9 +87,11 @@ class ShardRunner:
         )
         pending: dict[Any, Any] = {}
         for i, stage in enumerate(self.staged.stages):
-            for value in stage.inputs:
+            for value in [*stage.inputs, *(v.input for v in stage.views)]:
                 if value in pending:
                     pending.pop(value).wait()
+            for view in stage.views:
+                env[view.result] = env[view.input].reshape(t.tensor_shape(view.result))
             outs = self._run_stage(i, stage, [env[v] for v in stage.inputs])
             env.update(zip(stage.outputs, outs, strict=True))
             for op in stage.reduces:

@@ -33,7 +33,7 @@ from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.semantics.domain import Domain, FloatDomain
-from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.semantics.interpreter import entry_function, layout, run
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,8 @@ def run_stages(
     envs = [dict(zip(staged.arguments, xs, strict=True)) for xs in inputs]
     for stage in staged.stages:
         for env in envs:
+            for view in stage.views:
+                env[view.result] = layout(view, env[view.input])
             outs = run(stage.module, [env[v] for v in stage.inputs], domain)
             env.update(zip(stage.outputs, outs, strict=True))
         for op in stage.reduces:
