@@ -338,3 +338,21 @@ def test_a_unit_view_attention_is_searched_whole():
     lines = log.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("superoptimize @attention:")
     assert equivalent(module, found)
+
+
+def test_the_row_fused_build_is_always_timed_beside_the_input():
+    """With a measure deciding, the default builds are in the timed pool
+    whatever the search found: a measure that favours one kernel picks it."""
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.superoptimizer import superoptimize_function
+
+    def measure(module):
+        return float(len(list(entry_function(module).body.ops)))
+
+    fn = entry_function(layernorm_program())
+    options = SearchOptions(budget=3, jobs=1, max_kernels=1)
+    outcome = superoptimize_function(fn, options, measure, cache_dir="none")
+    timed = outcome.report.measured
+    assert timed[0]["input"] and timed[0]["kernels"] == 11
+    assert timed[1]["kernels"] == 1 and timed[1]["chosen"]
+    assert outcome.report.kernels_after == 1

@@ -60,7 +60,15 @@ def pick(
     report: Report,
     deadline: float = math.inf,
 ) -> tuple[float, UGraph]:
-    """The chosen candidate (or the input) and its cost, chosen by ``deadline``."""
+    """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
+    The default builds (:func:`default_builds`) are verified first and always
+    in the pool beside the input, whatever the search's candidates are."""
+    defaults = [
+        (c.cost, c.graph)
+        for c in verified(
+            program, default_builds(input_graph, options), 2, options, report, deadline
+        )
+    ]
     top = (
         options.verify_top
         if measure is None
@@ -79,16 +87,16 @@ def pick(
         (c.cost, c.graph)
         for c in verified(program, ranked, want, options, report, deadline)
     ]
-    pool = [(input_cost, input_graph), *chosen]
+    pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is not None:
         return measured_pick(pool, measure, report, deadline)
     return min(pool, key=lambda x: (x[0], x[1].kernels))
 
 
 def default_builds(input_graph: UGraph, options: SearchOptions) -> list[Candidate]:
-    """Builds that need no search, as candidates to verify beside the search's:
-    the input's ops fused into one kernel over whole rows where they allow it
-    (``fusion.py``). The input itself is always in the pool (:func:`pick`)."""
+    """Builds that need no search, beside the input (one default kernel per
+    op): its ops fused into one kernel over whole rows where they allow it
+    (``fusion.py``)."""
     fused = row_fused(input_graph)
     built = optimize(fused, options.blockdims) if fused is not None else None
     if built is None:

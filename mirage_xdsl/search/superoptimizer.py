@@ -49,7 +49,7 @@ from mirage_xdsl.search.generator import Generator, Prefix, Task
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
-from mirage_xdsl.search.ranking import Measure, default_builds, pick, slack
+from mirage_xdsl.search.ranking import Measure, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
@@ -256,7 +256,6 @@ def superoptimize_function(
             report,
             slack(measure),
         )
-        candidates = default_builds(input_graph, options) + candidates
         progress.update("verifying" + (" and measuring" if measure else ""), True)
         best_cost, best = pick(
             program,
