@@ -36,6 +36,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -94,7 +95,9 @@ class InputOp(IRDLOperation):
 
     ``imap`` has one entry per grid dim: the tensor dim that grid dim splits,
     or -1 to replicate. ``fmap`` is the tensor dim split across for-loop
-    iterations, or -1 to load the same tile on every iteration. A tile of
+    iterations, or -1 to load the same tile on every iteration. With
+    ``window [dim, start, end]`` it reads only those elements of the source's
+    ``dim`` (a ``kernel.slice`` read in place). A tile of
     higher rank than its source views the source with leading size-1 dims
     (numpy's alignment), which the maps count: a norm weight ``[h]`` read as
     a ``[1, 1, h]`` tile broadcasts against ``[b, t, h]`` tiles.
@@ -105,23 +108,36 @@ class InputOp(IRDLOperation):
     source = operand_def(TensorType)
     imap = prop_def(DenseArrayBase[I64])
     fmap = prop_def(IntegerAttr[I64])
+    window = opt_prop_def(DenseArrayBase[I64])
     result = result_def(TensorType)
 
     assembly_format = (
-        "$source `imap` $imap `fmap` $fmap attr-dict `:` type($source) "
-        "`->` type($result)"
+        "$source `imap` $imap `fmap` $fmap (`window` $window^)? attr-dict `:` "
+        "type($source) `->` type($result)"
     )
 
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
 
     def __init__(
-        self, source: SSAValue, imap: Sequence[int], fmap: int, tile: TensorType
+        self,
+        source: SSAValue,
+        imap: Sequence[int],
+        fmap: int,
+        tile: TensorType,
+        window: Sequence[int] | None = None,
     ):
-        super().__init__(
-            operands=[source],
-            result_types=[tile],
-            properties={"imap": dense_i64(imap), "fmap": IntegerAttr(fmap, 64)},
-        )
+        props = {"imap": dense_i64(imap), "fmap": IntegerAttr(fmap, 64)}
+        if window is not None:
+            props["window"] = dense_i64(window)
+        super().__init__(operands=[source], result_types=[tile], properties=props)
+
+    @property
+    def window_of(self) -> tuple[int, int, int] | None:
+        """``(dim, start, end)`` of the source this input reads, or None."""
+        if self.window is None:
+            return None
+        dim, start, end = self.window.get_values()
+        return (dim, start, end)
 
     @property
     def input_map(self) -> tuple[int, ...]:
@@ -137,7 +153,12 @@ class InputOp(IRDLOperation):
         the device tensor as the maps index it (raises ``ShapeError`` when the
         tile has the lower rank)."""
         rank = len(t.tensor_shape(self.result))
-        return shapes.lift(t.tensor_shape(self.source), rank)
+        source = t.tensor_shape(self.source)
+        if self.window is not None:
+            if len(self.window.get_values()) != 3:
+                raise shapes.ShapeError("window needs 3 entries (dim, start, end)")
+            source = shapes.slice_(source, *self.window_of)  # type: ignore[misc]
+        return shapes.lift(source, rank)
 
     def verify_(self) -> None:
         parent = parent_customized(self)

@@ -78,6 +78,18 @@ class ReshapeOp(t.ReshapeBase):
 
 
 @irdl_op_definition
+class SliceOp(t.SliceBase):
+    name = "kernel.slice"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ConcatOp(t.ConcatBase):
+    name = "kernel.concat"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class AllReduceOp(IRDLOperation):
     """Sum over the shards of a tensor-parallel program: each of the ``shards``
     copies of the program contributes its value of ``input`` and receives the
@@ -243,6 +255,8 @@ Kernel = Dialect(
         ReduceMaxOp,
         TransposeOp,
         ReshapeOp,
+        SliceOp,
+        ConcatOp,
         AllReduceOp,
         CustomizedOp,
     ],

@@ -125,6 +125,18 @@ def concat(lhs: Sequence[int], rhs: Sequence[int], dim: int) -> Shape:
     )
 
 
+def slice_(shape: Sequence[int], dim: int, start: int, end: int) -> Shape:
+    """Result shape of taking elements ``[start, end)`` of ``dim``."""
+    if not 0 <= dim < len(shape):
+        raise ShapeError(f"slice dim {dim} out of range for rank {len(shape)}")
+    if not 0 <= start < end <= shape[dim]:
+        raise ShapeError(
+            f"slice [{start}, {end}) of dim {dim} (size {shape[dim]}) is empty "
+            "or out of range"
+        )
+    return tuple(end - start if i == dim else s for i, s in enumerate(shape))
+
+
 def check_map(
     mapping: Sequence[int], rank: int, grid: Sequence[int], what: str
 ) -> None:

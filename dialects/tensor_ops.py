@@ -296,6 +296,49 @@ class ConcatBase(TensorOp):
         )
 
 
+class SliceBase(TensorOp):
+    """The elements ``[start, end)`` of one dim: a layout change, not arithmetic.
+
+    Rotary embeddings take the two halves of the head dim
+    (``rotate_half``), a fused projection is split into its parts. Every
+    element keeps its value, so the verifier and the abstract expressions see
+    through it; the lowering reads the window straight from device memory.
+    """
+
+    KIND: ClassVar[str] = "slice"
+
+    input = operand_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    end = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input `dim` $dim `start` $start `end` $end attr-dict `:` type($input) "
+        "`->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, dim: int, start: int, end: int):
+        input = SSAValue.get(input)
+        shape = shapes.slice_(tensor_shape(input), dim, start, end)
+        super().__init__(
+            operands=[input],
+            properties={
+                name: IntegerAttr(v, 64)
+                for name, v in (("dim", dim), ("start", start), ("end", end))
+            },
+            result_types=[result_type_like(input, shape)],
+        )
+
+    @property
+    def window(self) -> tuple[int, int, int]:
+        """``(dim, start, end)``."""
+        return (self.dim.value.data, self.start.value.data, self.end.value.data)
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.slice_(tensor_shape(self.input), *self.window)
+
+
 class TransposeBase(TensorOp):
     """Swap of two dims: a layout change, not arithmetic.
 
@@ -443,7 +486,8 @@ ELEMENTWISE_UNARY_KINDS = kinds(Form.UNARY)
 BINARY_KINDS = kinds(Form.BINARY)
 SCALAR_KINDS = kinds(Form.SCALAR)
 """Element-wise ops with a float constant; each reads ``op.value``."""
-LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE)
-"""Ops that move elements without computing: the search works between them."""
+LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE, Form.SLICE, Form.CONCAT)
+"""Ops that move elements without computing: the search works between them
+(at the kernel level; ``block.concat`` is the search's own)."""
 REDUCE_KINDS = kinds(Form.REDUCTION)
 """Reductions over one ``dim`` kept with size 1 (:class:`ReductionOp`)."""

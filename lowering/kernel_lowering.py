@@ -107,7 +107,10 @@ class KernelLowering:
         prefix = (stage,) if is_staged(o) else ()
         dst = TileRef(ref.mem, dims(o.result.type), prefix)
         origin = tile_origin(self.b, o, self.op.grid_dims, self.block_ids, iteration)
-        copy_in(self.b, self.threads, self.args[o.source], dst, origin)
+        window = o.window_of
+        rank = len(dims(o.source.type))
+        row_start = window[1] if window is not None and window[0] == rank - 1 else 0
+        copy_in(self.b, self.threads, self.args[o.source], dst, origin, row_start)
 
     def store_output(self, o: block.OutputOp, result: SSAValue) -> None:
         src = self.tile(o.input)

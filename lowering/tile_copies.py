@@ -42,6 +42,9 @@ def tile_origin(
     full = o.viewed_shape
     tile = dims(o.result.type)
     origin: list[Ix] = [0] * len(full)
+    if o.window_of is not None:  # the window's first element
+        dim, start, _ = o.window_of
+        origin[dim + len(full) - len(dims(o.source.type))] = start
     for g, d in enumerate(o.input_map):
         if d != -1:
             per_block = full[d] // grid_dims[g]
@@ -58,11 +61,13 @@ def copy_in(
     src: SSAValue,
     dst: TileRef,
     origin: Sequence[Ix],
+    row_start: int = 0,
 ) -> None:
     """Issue the cp.async copies of one input tile (or plain copies).
 
     ``src`` is the device tensor, ``origin`` the tile's first element in it
-    (in the tile's rank: a lifted tile's leading size-1 dims are dropped).
+    (in the tile's rank: a lifted tile's leading size-1 dims are dropped);
+    ``row_start`` is where a window of the last dim starts.
     """
     assert isinstance(src.type, MemRefType)
     full = dims(src.type)
@@ -70,6 +75,8 @@ def copy_in(
     tile = dst.shape
     elem = src.type.element_type.bitwidth // 8  # type: ignore[attr-defined]
     width = vector_width(tile[-1], full[-1], elem)
+    while width > 1 and row_start % width:  # copies stay aligned to the window
+        width //= 2
     chunks = (*tile[:-1], tile[-1] // width)
 
     def copy(flat: Ix) -> None:

@@ -65,6 +65,7 @@ from mirage_xdsl.lowering.triton_values import (
     arange,
     dtype_name,
     float_literal,
+    row_major_strides,
     scaled,
     shape_str,
     tile_offsets,
@@ -101,6 +102,9 @@ class KernelPrinter(AccumPrinter):
         full = op.viewed_shape  # a lifted tile's leading size-1 dims index 0
         real = t.tensor_shape(op.result)
         padded = self.tile_of(op)
+        source = t.tensor_shape(op.source)
+        lifted_by = len(full) - len(source)
+        window = op.window_of
         starts = [
             [
                 scaled(f"pid{g}", full[d] // self.grid[g])
@@ -110,7 +114,10 @@ class KernelPrinter(AccumPrinter):
             + ([scaled("it", real[d])] if op.forloop_dim == d else [])
             for d in range(len(full))
         ]
-        offsets = tile_offsets(full, padded, starts)
+        if window is not None and window[1]:  # a window starts inside its dim
+            starts[window[0] + lifted_by].append(str(window[1]))
+        strides = row_major_strides((1,) * lifted_by + source)
+        offsets = tile_offsets(full, padded, starts, strides)
         mask = valid_mask(real, padded)
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"

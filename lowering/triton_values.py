@@ -116,13 +116,18 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def tile_offsets(
-    full: tuple[int, ...], padded: tuple[int, ...], starts: list[list[str]]
+    full: tuple[int, ...],
+    padded: tuple[int, ...],
+    starts: list[list[str]],
+    strides: tuple[int, ...] | None = None,
 ) -> str:
     """Row-major element offsets of a padded tile inside a tensor of shape
-    ``full``; ``starts[d]`` are the terms of the tile's first index along ``d``."""
+    ``full``; ``starts[d]`` are the terms of the tile's first index along ``d``.
+    ``strides`` (default: ``full``'s row-major ones) are those of the tensor
+    ``full`` is a window of."""
     rank = len(full)
     terms = []
-    for d, stride in enumerate(row_major_strides(full)):
+    for d, stride in enumerate(strides or row_major_strides(full)):
         index = arange(padded[d], d, rank)
         if starts[d]:
             index = f"({' + '.join(starts[d])} + {index})"

@@ -158,6 +158,8 @@ class Graph:
             return self.emit(cls(a.value, dim), a.lo, a.hi, a.phase)
         if kind == "concat":
             return self.add_concat(cls)
+        if kind == "slice":
+            return self.add_slice(cls)
         if kind in ("transpose", "reshape"):
             return self.add_layout(cls, kind)
         if kind == "forloop_accum":
@@ -212,6 +214,20 @@ class Graph:
         return self.emit(
             cls(a.value, b.value, dim), lo, hi, joint_phase(a.phase, b.phase)
         )
+
+    def add_slice(self, cls: type[Operation]) -> Val | None:
+        """A window of one dim of at least two elements (values keep their
+        interval)."""
+        a = self.pick()
+        if a is None:
+            return None
+        dim = int(self.rng.integers(len(a.shape)))
+        n = a.shape[dim]
+        if n < 2:
+            return None
+        start = int(self.rng.integers(n - 1))
+        end = int(self.rng.integers(start + 1, n + 1))
+        return self.emit(cls(a.value, dim, start, end), a.lo, a.hi, a.phase)
 
     def add_layout(self, cls: type[Operation], kind: str) -> Val | None:
         """A swap of two dims, or a reshape of the last two dims into the same

@@ -119,6 +119,11 @@ class _Builder:
         """``a`` with dims ``dim0`` and ``dim1`` swapped."""
         return self._add(self._op("TransposeOp")(a, dim0, dim1))
 
+    def concat(self, a: SSAValue, b: SSAValue, dim: int) -> SSAValue:
+        """``a`` and ``b`` joined along ``dim`` (``torch.cat``); the other dims
+        must agree."""
+        return self._add(self._op("ConcatOp")(a, b, dim))
+
 
 class KernelGraph(_Builder):
     """Builds a kernel-level program: one ``func.func`` of device tensors."""
@@ -133,6 +138,24 @@ class KernelGraph(_Builder):
     def reshape(self, a: SSAValue, shape: Sequence[int]) -> SSAValue:
         """``a`` in row-major order with another shape of as many elements."""
         return self._add(kernel.ReshapeOp(a, tuple(shape)))
+
+    def slice(self, a: SSAValue, dim: int, start: int, end: int) -> SSAValue:
+        """Elements ``start`` to ``end`` (exclusive) of ``a`` along ``dim``:
+        ``a[..., start:end, ...]``."""
+        return self._add(kernel.SliceOp(a, dim, start, end))
+
+    def split(self, a: SSAValue, sizes: Sequence[int], dim: int) -> list[SSAValue]:
+        """``a`` cut along ``dim`` into consecutive slices of ``sizes``
+        (``torch.split``); they must add up to the dim."""
+        total = t.tensor_shape(a)[dim] if 0 <= dim < len(t.tensor_shape(a)) else None
+        if total is not None and sum(sizes) != total:
+            raise shapes.ShapeError(
+                f"split sizes {list(sizes)} do not add up to dim {dim} (size {total})"
+            )
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        return [
+            self.slice(a, dim, s, s + n) for s, n in zip(starts, sizes, strict=True)
+        ]
 
     def all_reduce(self, a: SSAValue, shards: int) -> SSAValue:
         """The sum of ``a`` over the ``shards`` shards of a tensor-parallel program."""
@@ -194,15 +217,19 @@ class BlockGraph(_Builder):
         input_map: Sequence[int],
         forloop_dim: int = -1,
         rank: int | None = None,
+        window: Sequence[int] | None = None,
     ) -> SSAValue:
         """The tile of ``dtensor`` each block loads; with ``rank``, the tensor
         viewed with leading size-1 dims up to that rank (the maps count them),
-        so a lower-rank tensor's tile broadcasts against higher-rank tiles."""
+        so a lower-rank tensor's tile broadcasts against higher-rank tiles;
+        with ``window = (dim, start, end)``, only those elements of ``dim``."""
         if dtensor not in self.sources:
             self.sources.append(dtensor)
             self.block.insert_arg(dtensor.type, len(self.block.args))
         arg = self.block.args[self.sources.index(dtensor)]
         full = t.tensor_shape(dtensor)
+        if window is not None:
+            full = shapes.slice_(full, *window)
         shape = shapes.tile_shape(
             shapes.lift(full, len(full) if rank is None else rank),
             input_map,
@@ -211,7 +238,7 @@ class BlockGraph(_Builder):
             self.forloop_range,
         )
         tile = t.result_type_like(dtensor, shape)
-        return self._add(block.InputOp(arg, input_map, forloop_dim, tile))
+        return self._add(block.InputOp(arg, input_map, forloop_dim, tile, window))
 
     def forloop_accum(
         self, value: SSAValue, reduce: str = "none", shift: SSAValue | None = None
@@ -220,9 +247,6 @@ class BlockGraph(_Builder):
         row), weight each iteration by ``exp(shift - max over iterations)``,
         the online softmax's rescaling (``block.ACCUM_REDUCTIONS``)."""
         return self._add(block.ForloopAccumOp(value, reduce, shift))
-
-    def concat(self, a: SSAValue, b: SSAValue, dim: int) -> SSAValue:
-        return self._add(block.ConcatOp(a, b, dim))
 
     def new_output(self, stensor: SSAValue, output_map: Sequence[int]) -> None:
         self.block.add_op(block.OutputOp(stensor, output_map))

@@ -149,9 +149,13 @@ def retarget_customized(
         if not isinstance(inner, block.InputOp):
             return None
         source = new_operands[0]
+        window = inner.window_of
         try:
+            full = t.tensor_shape(source)
+            if window is not None:
+                full = shapes.slice_(full, *window)
             tile = shapes.tile_shape(
-                shapes.lift(t.tensor_shape(source), len(t.tensor_shape(inner.result))),
+                shapes.lift(full, len(t.tensor_shape(inner.result))),
                 inner.input_map,
                 inner.forloop_dim,
                 grid,
@@ -164,6 +168,7 @@ def retarget_customized(
             inner.input_map,
             inner.forloop_dim,
             t.result_type_like(source, tile),
+            window,
         )
 
     body, _ = rebuild_block(op.entry, arg_types, input_tile)

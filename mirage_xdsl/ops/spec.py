@@ -39,6 +39,8 @@ class Form(enum.Enum):
     REDUCTION = "reduction"
     """One tensor in, one ``dim`` reduced to size 1."""
     CONCAT = "concat"
+    SLICE = "slice"
+    """One tensor in, the elements ``[start, end)`` of one ``dim`` out."""
     TRANSPOSE = "transpose"
     RESHAPE = "reshape"
     NORM = "norm"

@@ -333,7 +333,13 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
         "concat",
         Form.CONCAT,
         "Concatenation of two tensors along one dim.",
-        levels=("block",),
+        levels=("kernel", "block"),
+    ),
+    OpSpec(
+        "slice",
+        Form.SLICE,
+        "The elements start to end (exclusive) of one dim: a layout change.",
+        levels=("kernel",),
     ),
     OpSpec(
         "transpose",

@@ -56,9 +56,13 @@ class BlockInput:
     rank: int | None = None
     """The tile's rank when it lifts a lower-rank source (leading size-1
     dims, which the maps count); None: the source's own."""
+    window: tuple[int, int, int] | None = None
+    """``(dim, start, end)``: the part of the source's ``dim`` it reads."""
 
     def viewed(self, shape: Shape) -> Shape:
         """The source's shape as the maps index it."""
+        if self.window is not None:
+            shape = shapes.slice_(shape, *self.window)
         return shape if self.rank is None else shapes.lift(shape, self.rank)
 
 
@@ -121,6 +125,8 @@ def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
         return shapes.transpose(operands[0], a["dim0"], a["dim1"])
     if kind == "reshape":
         return shapes.reshape(operands[0], a["shape"])
+    if kind == "slice":
+        return shapes.slice_(operands[0], a["dim"], a["start"], a["end"])
     if len(operands) == 2:
         return shapes.broadcast(operands[0], operands[1])
     return operands[0]
@@ -173,6 +179,8 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
         return builder.transpose(args[0], op.attr("dim0"), op.attr("dim1"))
     if op.kind == "reshape":
         return builder.reshape(args[0], op.attr("shape"))
+    if op.kind == "slice":
+        return builder.slice(args[0], *(op.attr(a) for a in ("dim", "start", "end")))
     return getattr(builder, op.kind)(*args, *constant_args(op))
 
 
@@ -221,7 +229,8 @@ def _customized(
 ) -> list[SSAValue]:
     bb = BlockBuilder(graph.grid, graph.block, graph.forloop)
     env: list[SSAValue] = [
-        bb.new_input(operands[i.source], i.imap, i.fmap, i.rank) for i in graph.inputs
+        bb.new_input(operands[i.source], i.imap, i.fmap, i.rank, i.window)
+        for i in graph.inputs
     ]
     env += [None] * len(graph.ops)  # type: ignore[list-item]
     groups = {g[0]: g for g in graph.fused}
@@ -304,6 +313,8 @@ def _attrs(op: Any) -> Attrs:
         return tuple(zip(("dim0", "dim1"), op.dims, strict=True))
     if op.KIND == "reshape":
         return (("shape", t.tensor_shape(op.result)),)
+    if op.KIND == "slice":
+        return tuple(zip(("dim", "start", "end"), op.window, strict=True))
     return constant_attrs(op)
 
 
@@ -321,7 +332,13 @@ def _block_graph(op: Any) -> BlockGraph:
             rank = len(t.tensor_shape(inner.result))
             lifted = rank if rank != len(t.tensor_shape(inner.source)) else None
             inputs.append(
-                BlockInput(sources[inner.source], imap, inner.fmap.value.data, lifted)
+                BlockInput(
+                    sources[inner.source],
+                    imap,
+                    inner.fmap.value.data,
+                    lifted,
+                    inner.window_of,
+                )
             )
     ops: list[Op] = []
     fused: list[tuple[int, ...]] = []

@@ -92,31 +92,47 @@ def _tensor_op(
         x = args[0]
         eps = op.eps_value  # type: ignore[attr-defined]
         return domain.div(x, rms(domain, x, (-1,), x.shape[-1], eps))
+    rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]
+    if kind == "concat":
+        dim = op.dim.value.data - rank  # type: ignore[attr-defined]
+        return np.concatenate(_broadcast_except(args[0], args[1], dim), axis=dim)
     if kind in t.LAYOUT_KINDS:
         return layout(op, args[0])
-    rank = len(op.results[0].type.get_shape())  # type: ignore[attr-defined]
     dim = op.dim.value.data - rank  # type: ignore[attr-defined]
     if kind == "reduce_sum":
         return domain.sum(args[0], (dim,))
     if kind == "reduce_max":
         return domain.reduce_max(args[0], dim)
-    if kind == "concat":
-        return np.concatenate(_broadcast_except(args[0], args[1], dim), axis=dim)
     raise NotImplementedError(f"no semantics for '{op.name}'")
 
 
 def layout(op: t.TensorOp, x: Any) -> Any:
-    """A transpose or reshape, on an array or on fingerprint residues alike.
+    """A transpose, reshape or slice, on an array or on fingerprint residues alike.
 
     A transpose swaps its dims counted from the back, so a block-batched tile
-    (leading grid and iteration axes) swaps the same two; a reshape exists at
-    the kernel level only, where values are whole tensors.
+    (leading grid and iteration axes) swaps the same two; a reshape and a
+    slice exist at the kernel level only, where values are whole tensors.
     """
     shape = tuple(op.results[0].type.get_shape())  # type: ignore[attr-defined]
     if op.KIND == "reshape":
         return x.reshape(shape)
+    if op.KIND == "slice":
+        return window(x, *op.window)  # type: ignore[attr-defined]
     a, b = (d - len(shape) for d in op.dims)  # type: ignore[attr-defined]
     return x.swapaxes(a, b)
+
+
+def window(x: Any, dim: int, start: int, end: int) -> Any:
+    """Elements ``[start, end)`` of ``x`` along ``dim`` (counted from the
+    front of a whole tensor), on an array or on fingerprint residues alike."""
+    return x[(slice(None),) * dim + (slice(start, end),)]
+
+
+def read_input(op: block.InputOp, x: Any) -> Any:
+    """The device tensor as ``op``'s maps index it: its window, then lifted."""
+    if op.window_of is not None:
+        x = window(x, *op.window_of)
+    return x.reshape(op.viewed_shape)
 
 
 def _broadcast_except(
@@ -314,7 +330,7 @@ class MirageFunctions(InterpreterFunctions):
                 env[inner.results[0]] = fused.pop(inner)
             elif isinstance(inner, block.InputOp):
                 value = split_tiles(
-                    ins[0].reshape(inner.viewed_shape),
+                    read_input(inner, ins[0]),
                     inner.input_map,
                     inner.forloop_dim,
                     grid,

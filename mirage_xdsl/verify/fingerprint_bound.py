@@ -281,8 +281,11 @@ class _Walk:
 
     def layout(self, op: t.TensorOp, a: Deg, shape) -> Deg:
         """Moving elements keeps every degree. A transpose swaps the axes its
-        facts hold along; after a reshape none is assumed to hold (a larger
-        common denominator, so a larger, still valid, bound)."""
+        facts hold along; a slice keeps them (they hold on any part); after a
+        reshape none is assumed to hold (a larger common denominator, so a
+        larger, still valid, bound)."""
+        if op.KIND == "slice":
+            return replace(a, shape=tuple(shape))
         if op.KIND == "reshape":
             return replace(
                 a, shape=tuple(shape), den_fixed=frozenset(), atoms_fixed=frozenset()
@@ -314,7 +317,7 @@ class _Walk:
         if kind == "rms_norm":
             eps = op.eps_value  # type: ignore[attr-defined]
             return self.div(args[0], self.rms(args[0], -1, eps))
-        if kind in t.LAYOUT_KINDS:
+        if kind in t.LAYOUT_KINDS and kind != "concat":
             return self.layout(op, args[0], shape)
         dim = op.dim.value.data - len(shape)  # type: ignore[attr-defined]
         if kind == "reduce_sum":

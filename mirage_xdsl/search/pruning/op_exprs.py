@@ -20,6 +20,7 @@ from mirage_xdsl.search.pruning.expr_piecewise import (
     pointwise,
     reduce,
     reduce_max,
+    slice_expr,
     with_dim,
 )
 from mirage_xdsl.search.pruning.expr_terms import (
@@ -138,6 +139,9 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     # search never sees them: it works on the segments between them.)
     "transpose": lambda xs, shapes, attrs: xs[0],
     "reshape": lambda xs, shapes, attrs: xs[0],
+    "slice": lambda xs, shapes, attrs: slice_expr(
+        xs[0], _dim(attrs) - len(shapes[0]), int(attrs["start"]), int(attrs["end"])
+    ),
     # Partitioning is abstracted away: a tile has its tensor's term, and a
     # device tensor stitched from tiles has the tiles' term.
     "input": lambda xs, shapes, attrs: xs[0],

@@ -25,6 +25,9 @@ def _op_attrs(op: Operation, phases: Mapping[SSAValue, Any] | None) -> dict:
         attrs["scalar"] = op.value  # type: ignore[attr-defined]
     if "eps" in op.properties:
         attrs["eps"] = op.eps_value  # type: ignore[attr-defined]
+    if "start" in op.properties:  # a slice's window
+        attrs["start"] = op.start.value.data  # type: ignore[attr-defined]
+        attrs["end"] = op.end.value.data  # type: ignore[attr-defined]
     if op.name == "block.forloop_accum":
         parent = op.parent_op()
         attrs["reduction"] = op.reduction  # type: ignore[attr-defined]
