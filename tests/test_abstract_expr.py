@@ -187,10 +187,11 @@ def test_concat_pieces_follow_elementwise_ops():
 
 
 SHIFTED = ("gqa_online_softmax",)
-"""Hand-written µGraphs whose shifted accumulations (the online softmax) the
-abstract expressions do not see cancel: ``exp(s - max s)`` stays its own term,
-so their terms differ from the plain workload's (the verifier proves them
-equal, ``tests/test_verify.py``), and the search never builds such forms."""
+"""Hand-written µGraphs with shifted accumulations (the online softmax): their
+terms are the *safe* softmax's (``exp(s - max s)`` stays its own term), so
+they differ from the plain workload's (the verifier proves them equal,
+``tests/test_verify.py``); ``tests/test_online_softmax_search.py`` checks
+them against the safe attention."""
 
 
 @pytest.mark.parametrize("name", SHIFTED)

@@ -184,25 +184,34 @@ def output_map(
     block would write the same tile. Parts go along the last dimension no
     other grid dimension stitches: the last one where it is free (FlashDecoding's
     head dim), the rows where the grid also splits the columns (split-K).
+    A part maximum, and a sum relative to it, are written side by side the
+    same way (FlashDecoding with the online softmax: each block's maximum
+    beside its sums); a tile that still spans the axis its maximum was taken
+    over (``exp(s - m)`` itself) is not saved.
     """
-    if tile.phase == R.LOOP or not tile.partial <= set(layout.grid):
+    sums = {t for t in tile.partial if not L.is_shift(t)}
+    shifts = {t[1] for t in tile.partial if L.is_shift(t)}
+    split = sums | shifts
+    if tile.phase == R.LOOP or not split <= set(layout.grid):
+        return None
+    if any(_dim_of(tile.labels, token) != -1 for token in shifts):
         return None
     omap = [-1, -1, -1]
     labels = list(tile.labels)
     partial: set[L.Label] = set()
     stitched = {
-        _dim_of(tile.labels, token)
-        for token in layout.grid
-        if token not in tile.partial
+        _dim_of(tile.labels, token) for token in layout.grid if token not in split
     }
     for g, token in enumerate(layout.grid):
-        if token in tile.partial:
+        if token in split:
             free = [d for d in range(len(labels)) if d not in stitched]
             if partial or not free:
                 return None
             d = free[-1]
             labels[d] = L.split(token, labels[d])
-            partial.add(L.part_token(token))
+            part = L.part_token(token)
+            partial |= {part} if token in sums else set()
+            partial |= {L.shift(part)} if token in shifts else set()
         else:
             d = _dim_of(tile.labels, token)
             if d == -1:
@@ -251,12 +260,19 @@ class BlockSearch:
         reduced: frozenset[L.Label],
         deadline: float = float("inf"),
         constants: tuple = (),
+        maxed: frozenset[L.Label] = frozenset(),
     ):
         self.pruner = pruner
         self.constants = constants
         self.layout = layout
         self.sizes = sizes
-        self.scope = R.Scope(layout.grid, layout.loop, full, reduced)
+        self.scope = R.Scope(layout.grid, layout.loop, full, reduced, maxed)
+        loop = layout.loop
+        self.shifts = loop is not None and (
+            loop in maxed or (L.is_part(loop) and loop[1] in maxed)
+        )
+        """Whether the loop may carry part maxima, so that accumulations
+        weighted by one are worth trying."""
         self.max_ops = max_ops
         self.deadline = min(deadline, time.monotonic() + MAX_LAYOUT_SECONDS)
         self.stats = Stats()
@@ -377,6 +393,11 @@ class BlockSearch:
         ):
             yield "concat", (j, n), {"dim": differ[0]}
             yield "concat", (n, j), {"dim": differ[0]}
+        if self.shifts and tj.phase == tn.phase == R.LOOP:
+            for x, tx, m, tm in ((j, tj, n, tn), (n, tn, j, tj)):
+                if tm.labels == (*tx.labels[:-1], L.UNIT):
+                    for r in R.SHIFTABLE:
+                        yield "forloop_accum", (x, m), {"reduction": r}
 
     def count_specs(self, new: set[int], count: int) -> int:
         """How many ops :meth:`_specs` yields, without yielding them.

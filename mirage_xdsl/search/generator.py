@@ -210,7 +210,8 @@ class Generator:
         ts = [state.tensors[v] for v in operands]
         if any(t.partial for t in ts):
             return None
-        got = R.apply(R.Scope(reduced=self.axes.reduced), kind, ts, attrs)
+        scope = R.Scope(reduced=self.axes.reduced, maxed=self.axes.maxed)
+        got = R.apply(scope, kind, ts, attrs)
         if got is None:
             return None
         try:
@@ -250,6 +251,7 @@ class Generator:
             self.axes.reduced,
             deadline,
             self.axes.constants,
+            self.axes.maxed,
         )
 
     # -- what can come next ---------------------------------------------------
@@ -401,8 +403,10 @@ class Generator:
         chainable = [
             s for s in saved if self.options.chain == "all" or s.tensor.partial
         ]
+        plain = [s for s in chainable if not _shifts(s.tensor)]
         for k in (1, 2):
-            yield from itertools.combinations(chainable, k)
+            yield from itertools.combinations(plain, k)
+        yield from _with_maxima(chainable)
 
     def _matches(self, tensor: Tensor, value: np.ndarray, j: int) -> bool:
         target = self.targets[j]
@@ -494,6 +498,26 @@ def _walks_split(
     if loop is None or not L.is_part(loop) or loop[1] in grid:
         return False
     return any(not s.partial and loop[1] in s.labels for s in srcs)
+
+
+def _shifts(t: Tensor) -> frozenset[L.Label]:
+    """The part maxima a kernel tensor is relative to (``labels.shift``)."""
+    return frozenset(tok for tok in t.partial if L.is_shift(tok))
+
+
+def _with_maxima(chainable: Sequence[Saved]) -> Iterator[tuple[Saved, ...]]:
+    """Output sets of FlashDecoding with the online softmax: one part maximum
+    and one or two sums relative to it, which a later kernel can only combine
+    with the maximum beside them."""
+    for m in chainable:
+        if m.tensor.partial != _shifts(m.tensor) or len(m.tensor.partial) != 1:
+            continue
+        sums = [
+            s for s in chainable if s is not m and s.tensor.partial > m.tensor.partial
+        ]
+        for k in (1, 2):
+            for combo in itertools.combinations(sums, k):
+                yield (m, *combo)
 
 
 def _sources(item: Layout | KernelOp) -> tuple[int, ...]:

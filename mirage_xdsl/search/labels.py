@@ -16,6 +16,16 @@ A label is a small tuple, so labels hash, sort and pickle:
   one per block of a grid dimension that split axis ``token`` (the first kernel
   of a split-K / FlashDecoding pair); a later kernel loops over the parts;
 - ``("c", lhs, rhs)``: a concatenation of two labels.
+
+Partial tokens (``rules.Tensor.partial``) are axes and part tokens, and
+:func:`shift` tokens: ``("m", token)`` marks a value taken relative to a
+*part maximum*, the row maximum over one part of ``token`` (a block's share
+of a split axis, or one for-loop iteration), as the online softmax and
+FlashDecoding take it. The maximum itself carries the token, and so does
+anything computed from ``exp(x - m)``: such a value is right only up to a
+factor ``exp(-m)`` per part, which an accumulation weighted by
+``exp(m - max(m))`` (``block.forloop_accum`` with a ``shift``) turns into the
+row's own.
 """
 
 from __future__ import annotations
@@ -45,6 +55,15 @@ def part_token(token: Label) -> Label:
     return ("p", token)
 
 
+def shift(token: Label) -> Label:
+    """The partial token of values relative to the part maxima over ``token``."""
+    return ("m", token)
+
+
+def is_shift(token: Label) -> bool:
+    return token[0] == "m"
+
+
 def is_axis(label: Label) -> bool:
     return label[0] == "a"
 
@@ -66,6 +85,9 @@ class Axes:
     constants: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     """The program's ops with a float constant, as ``(KIND, attrs)``: the only
     constants the generator uses (a search cannot invent ``0.125``)."""
+    maxed: frozenset[Label] = frozenset()
+    """Axes the program takes a row maximum over: the only axes whose part
+    maxima (:func:`shift`) the generator takes."""
 
 
 def _unify_trailing(
@@ -84,6 +106,7 @@ def analyse(function: func.FuncOp) -> Axes:
     """Unify dimensions across the ops of a kernel-level function."""
     uf = UnionFind()
     reduced_nodes: list[tuple[SSAValue, int]] = []
+    maxed_nodes: list[tuple[SSAValue, int]] = []
     values: list[SSAValue] = list(function.body.block.args)
     for op in function.body.block.ops:
         if not isinstance(op, t.TensorOp):
@@ -109,6 +132,8 @@ def analyse(function: func.FuncOp) -> Axes:
                     uf.union((op.operands[0], d), (result, d))
             if kind == "reduce_sum":
                 reduced_nodes.append((op.operands[0], dim))
+            elif kind == "reduce_max":
+                maxed_nodes.append((op.operands[0], dim))
         else:
             for operand in op.operands:
                 _unify_trailing(uf, operand, result, range(len(out)))
@@ -129,8 +154,17 @@ def analyse(function: func.FuncOp) -> Axes:
                 sizes[roots[root]] = size
             dims.append(roots[root])
         labels[v] = tuple(dims)
-    reduced = frozenset(roots[uf.find(n)] for n in reduced_nodes if uf.find(n) in roots)
-    return Axes(sizes, labels, reduced, constants_of(function))
+
+    def found(nodes: list[tuple[SSAValue, int]]) -> frozenset[Label]:
+        return frozenset(roots[uf.find(n)] for n in nodes if uf.find(n) in roots)
+
+    return Axes(
+        sizes,
+        labels,
+        found(reduced_nodes),
+        constants_of(function),
+        found(maxed_nodes),
+    )
 
 
 def constant_attrs(op: t.TensorOp) -> tuple[tuple[str, float], ...]:

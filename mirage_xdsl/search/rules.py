@@ -9,6 +9,12 @@ added to a partial sum over the same split or accumulated, but never fed to a
 non-linear op, since exp(a + b) is not exp(a) + exp(b). The verifier has the
 last word on every candidate; these rules only keep the generator from
 building what cannot be right.
+
+Part maxima (``labels.shift``) follow the online softmax: a row maximum
+taken over a block's share of a split axis, or over one for-loop iteration,
+is a *shift*; ``exp(x - m)`` and the sums of it stay relative to it (they
+carry its token), and only an accumulation weighted by that same shift
+(``forloop_accum`` with ``shift``) makes them the row's values again.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ class Scope:
     """Axes whose tiles are whole (not split by the grid or the loop)."""
     reduced: frozenset[L.Label] = frozenset()
     """Axes the target program sums over: the only ones worth summing here."""
+    maxed: frozenset[L.Label] = frozenset()
+    """Axes the target program takes a row maximum over (``Axes.maxed``)."""
 
 
 Rule = Callable[[Scope, list[Tensor], dict], tuple[Labels, frozenset] | None]
@@ -69,11 +77,26 @@ def _phase(ts: list[Tensor]) -> int | None:
     return max(phases)
 
 
+def _shifted(partial: frozenset) -> bool:
+    """Whether a partial set holds only shift tokens (a value relative to
+    part maxima, not a partial sum)."""
+    return bool(partial) and all(L.is_shift(t) for t in partial)
+
+
 def _nonlinear(scope: Scope, ts: list[Tensor], attrs: dict):
     (x,) = ts
     if x.partial:
         return None
     return x.labels, frozenset()
+
+
+def _exp(scope: Scope, ts: list[Tensor], attrs: dict):
+    """exp(x - m) = exp(x) exp(-m): a value relative to part maxima stays
+    relative to them; a partial sum may not be exponentiated."""
+    (x,) = ts
+    if x.partial and not _shifted(x.partial):
+        return None
+    return x.labels, x.partial
 
 
 def _linear(scope: Scope, ts: list[Tensor], attrs: dict):
@@ -97,10 +120,17 @@ def _indexes(t: Tensor, tokens: frozenset) -> bool:
 
 
 def _add(scope: Scope, ts: list[Tensor], attrs: dict):
+    """Partial sums over the same split add up; a whole value plus a part
+    maximum (``x - m``, the exponent of the online softmax) is relative to it."""
     a, b = ts
     out = L.broadcast(a.labels, b.labels)
-    if out is None or a.partial != b.partial:
+    if out is None:
         return None
+    if a.partial != b.partial:
+        lone = a.partial or b.partial
+        if (a.partial and b.partial) or not _shifted(lone):
+            return None
+        return out, lone
     return out, a.partial
 
 
@@ -141,7 +171,10 @@ def _reduce_sum(scope: Scope, ts: list[Tensor], attrs: dict):
     label = x.labels[d]
     partial = set(x.partial)
     if label[0] == "s" and label[2] == L.UNIT:
-        partial.discard(L.part_token(label[1]))  # adding up side-by-side parts
+        token = L.part_token(label[1])
+        if L.shift(token) in partial:
+            return None  # each part is relative to its own maximum
+        partial.discard(token)  # adding up side-by-side parts
     elif label not in scope.reduced:
         return None
     out = tuple(L.UNIT if i == d else lab for i, lab in enumerate(x.labels))
@@ -151,17 +184,23 @@ def _reduce_sum(scope: Scope, ts: list[Tensor], attrs: dict):
 
 
 def _reduce_max(scope: Scope, ts: list[Tensor], attrs: dict):
-    """A row maximum is no linear function: its row must be whole, neither a
-    partial sum nor cut by the grid or the for-loop (a block's maximum of
-    part of a row is not the row's maximum)."""
+    """A row maximum is no linear function: its row must be whole, not a
+    partial sum, and along an axis the program takes its maximum over (as
+    sums go only along axes it sums over). Over a row the grid or the
+    for-loop cuts, a block's maximum of its part is a *part maximum*, a
+    shift for the online softmax (it carries ``shift(axis)``). A loop its
+    grid shares has no shift: the maximum over a block's iterations cannot
+    be written out."""
     (x,) = ts
     d = attrs["dim"]
     label = x.labels[d]
-    if x.partial or not L.is_axis(label):
-        return None
-    if label in scope.grid or label == scope.loop:
+    if x.partial or label not in scope.maxed:
         return None
     out = tuple(L.UNIT if i == d else lab for i, lab in enumerate(x.labels))
+    if label in scope.grid or label == scope.loop:
+        if label == scope.loop and label in scope.grid:
+            return None
+        return out, frozenset({L.shift(label)})
     return out, frozenset()
 
 
@@ -185,19 +224,41 @@ def _concat(scope: Scope, ts: list[Tensor], attrs: dict):
     return tuple(out), a.partial
 
 
+def _shift_of(scope: Scope, x: Tensor, m: Tensor) -> bool:
+    """Whether ``m`` is the part maximum ``x`` is relative to in this loop:
+    one value per row of ``x``, from the same iteration."""
+    loop = scope.loop
+    return (
+        loop is not None
+        and loop not in scope.grid
+        and m.phase == LOOP
+        and m.partial == {L.shift(loop)}
+        and L.shift(loop) in x.partial
+        and m.labels == (*x.labels[:-1], L.UNIT)
+    )
+
+
 def _accum(scope: Scope, ts: list[Tensor], attrs: dict):
     """forloop_accum: sums iterations, so it must finish a sum over the loop.
 
     When the grid splits the loop's axis too (split-K: each block walks its
     own share), the loop finishes only the block's share: the sum stays
     partial over the grid's split, for a later kernel to add up. ``rms`` and
-    ``mean`` cannot be finished from shares, so they need the whole axis."""
-    (x,) = ts
+    ``mean`` cannot be finished from shares, so they need the whole axis.
+    A value relative to each iteration's part maximum is accumulated with
+    that maximum as its shift (``none`` and ``sum``), and only so."""
+    x = ts[0]
     loop = scope.loop
     if loop is None or x.phase != LOOP:
         return None
     reduction = attrs["reduction"]
     partial = set(x.partial)
+    if len(ts) > 1:
+        if reduction not in SHIFTABLE or not _shift_of(scope, x, ts[1]):
+            return None
+        partial.discard(L.shift(loop))
+    elif L.shift(loop) in partial:
+        return None
     shared = loop in scope.grid
     if reduction == "none":
         if loop not in partial or loop in x.labels:
@@ -225,6 +286,7 @@ RULES: dict[str, Rule] = {
         kind: _linear if OPS[kind].linear else _nonlinear
         for kind in kinds(Form.UNARY, Form.SCALAR)
     },
+    "exp": _exp,
     "add": _add,
     "mul": _scale,
     "div": lambda s, ts, a: _scale(s, ts, a, divide=True),
@@ -254,6 +316,8 @@ def unary_specs(constants: tuple) -> list[tuple[str, tuple]]:
 
 COMMUTATIVE = ("add", "mul")
 ACCUM_REDUCTIONS = ("none", "sum", "mean", "rms")
+SHIFTABLE = ("none", "sum")
+"""The accumulations a shift may weight (``block.SHIFTABLE_REDUCTIONS``)."""
 
 KERNEL_KINDS = (*UNARY, *BINARY_KINDS, "matmul", *REDUCE_KINDS)
 BLOCK_KINDS = (*KERNEL_KINDS, "concat", "forloop_accum")

@@ -29,11 +29,9 @@ from mirage_xdsl.search.pruning.expr_terms import (
     add,
     constant,
     div,
-    exp,
     mul,
     sqrt,
     sum_,
-    unary_head,
 )
 
 
@@ -60,15 +58,18 @@ def forloop_accum(
     Adding a tile over F iterations is ``sum(F, x)`` whether or not the tile
     varies with the iteration. ``mean`` and ``rms`` divide by the number of
     elements they saw (dropped); a loop-invariant tile (``loop_invariant``)
-    is seen once, so they then reduce only the tile's last dim. A ``shift``
-    ``m`` weights each term by ``exp(m - max(m))``, the maximum taken over
-    the iterations.
+    is seen once, so they then reduce only the tile's last dim.
+
+    A ``shift`` ``m`` weights each term by ``exp(m - M)``, ``M`` the maximum
+    of the shifts over the iterations. A part's maximum and the row's are one
+    term (``max`` drops what it ranges over, as every reduction drops its
+    count), so the weight is ``exp(0)``, one: the accumulation has the plain
+    one's term, and an online softmax or a FlashDecoding combine over part
+    maxima has the term of the safe softmax it computes. The shift is then
+    no subterm of the result; it passes the subexpression test on its own
+    (the terms it weights, ``exp(s - m)``, contain it).
     """
-    if shift is not None:
-        m, m_shape = shift
-        top = unary_head("max")(m)
-        weight = exp(add(m, unary_head("neg")(top)))
-        x = pointwise(mul, [weight, x], [m_shape, shape])
+    del shift  # its weight is one in terms (above)
     reduction = str(attrs.get("reduction", "none"))
     forloop = int(attrs.get("forloop", 1))  # type: ignore[call-overload]
     invariant = bool(attrs.get("loop_invariant", False))
