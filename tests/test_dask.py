@@ -52,13 +52,20 @@ def _local(name: str) -> str:
     return module_text(ModuleOp([outcome.function.clone()]))
 
 
+def _ran_there(stream) -> int:
+    """Tasks of the search that the cluster's workers ran."""
+    return sum(t["key"].startswith("run_remote") for t in stream.data)
+
+
 def test_the_pass_with_a_cluster_picks_what_the_pool_picks(cluster) -> None:
-    scheduler, _ = cluster
+    scheduler, client = cluster
     module = WORKLOADS["rmsnorm_linear"].module(1, 8)
-    Superoptimize(
-        max_kernels=1, jobs=2, cache_dir="none", measure="none",
-        cluster=scheduler.scheduler_address,
-    ).apply(Context(), module)  # fmt: skip
+    with distributed.get_task_stream(client) as stream:
+        Superoptimize(
+            max_kernels=1, jobs=2, cache_dir="none", measure="none",
+            cluster=scheduler.scheduler_address,
+        ).apply(Context(), module)  # fmt: skip
+    assert _ran_there(stream) > 0
     assert module_text(module) == _local("rmsnorm_linear")
 
 
@@ -67,13 +74,15 @@ def test_the_pass_with_a_cluster_picks_what_the_pool_picks(cluster) -> None:
 )
 def test_an_executor_picks_what_the_pool_picks(cluster, name) -> None:
     _, client = cluster
-    found = superoptimize(
-        WORKLOADS[name].module(1, 8),
-        executor=client.get_executor(pure=False),
-        cache_dir="none",
-        log=None,
-        **OPTIONS,
-    )
+    with distributed.get_task_stream(client) as stream:
+        found = superoptimize(
+            WORKLOADS[name].module(1, 8),
+            executor=client.get_executor(pure=False),
+            cache_dir="none",
+            log=None,
+            **OPTIONS,
+        )
+    assert _ran_there(stream) > 0
     assert module_text(found) == _local(name)
 
 
@@ -105,3 +114,17 @@ def test_a_worker_killed_mid_search_loses_only_its_tasks(cluster) -> None:
     # the nanny started a new worker in the killed one's place
     client.wait_for_workers(2, timeout=60)
     assert killed[0] not in client.run(os.getpid).values()
+
+
+def test_mirage_opt_cluster_sends_the_tasks_there(cluster, tmp_path, capsys) -> None:
+    from mirage_xdsl.cli.opt import main
+
+    scheduler, client = cluster
+    program = tmp_path / "gated_mlp.mlir"
+    program.write_text(module_text(WORKLOADS["gated_mlp"].module(1, 8)))
+    pipeline = "superoptimize{max_kernels=1 jobs=2 cache_dir=none measure=none}"
+    args = ["-p", pipeline, "--cluster", scheduler.scheduler_address, str(program)]
+    with distributed.get_task_stream(client) as stream:
+        assert main(args) == 0
+    assert _ran_there(stream) > 0
+    assert capsys.readouterr().out.strip() == _local("gated_mlp").strip()

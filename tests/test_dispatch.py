@@ -167,3 +167,30 @@ def test_the_deadline_holds_on_a_slow_executor() -> None:
         outcome = superoptimize_function(fn, options, cache_dir="none")
     assert outcome.report.stopped == "budget"
     assert time.monotonic() - start < 20
+
+
+# --- the pass option and the driver flag -------------------------------------
+
+
+def test_cluster_flag_reaches_each_superoptimize_pass() -> None:
+    from xdsl.passes import PassPipeline
+
+    from mirage_xdsl.cli.opt import with_cluster
+    from mirage_xdsl.ir.diagnostics import MirageError
+    from mirage_xdsl.passes.superoptimize import Superoptimize
+    from mirage_xdsl.passes.verify_equivalent import VerifyEquivalentPass
+
+    own = Superoptimize(cluster="tcp://own:1")
+    pipeline = PassPipeline(
+        (Superoptimize(budget=5), VerifyEquivalentPass("ref.mlir"), own)
+    )
+    passes = with_cluster(pipeline, "tcp://flag:8786").passes
+    assert passes[0] == Superoptimize(budget=5, cluster="tcp://flag:8786")
+    assert passes[1:] == pipeline.passes[1:]  # a pass given its own keeps it
+    with pytest.raises(MirageError, match="--cluster needs the superoptimize pass"):
+        with_cluster(
+            PassPipeline((VerifyEquivalentPass("ref.mlir"),)), "tcp://flag:8786"
+        )
+    with pytest.raises(MirageError, match="option 'cluster': expected a scheduler"):
+        Superoptimize(cluster="tcp://a b").options()
+    assert Superoptimize(cluster="tcp://a:1").options().cluster == "tcp://a:1"
