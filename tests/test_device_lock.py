@@ -188,3 +188,17 @@ def test_nothing_known_is_not_called_busy(monkeypatch) -> None:
     monkeypatch.setattr(gpu_activity.shutil, "which", lambda name: None)
     seen = gpu_activity.activity("GPU-1")
     assert seen == Activity("none") and seen.busy() == ""
+
+
+def test_a_gpu_is_named_by_its_uuid_as_nvml_writes_it(monkeypatch) -> None:
+    import torch
+
+    from mirage_xdsl.runtime import device_lock as module
+
+    uuid = "58FFDB34-3b1c-07d6-5ad5-2b0e6ad0b6e8"
+    props = type("Props", (), {"uuid": uuid})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    assert module.device_key(0) == "GPU-58ffdb34-3b1c-07d6-5ad5-2b0e6ad0b6e8"
+    props.uuid = "not a uuid"  # an older torch: the physical index instead
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert module.device_key(1) == "cuda-5"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import tempfile
 import threading
 import time
@@ -27,6 +28,7 @@ WAIT_SECONDS = 600.0
 """How long to wait for a GPU's lock before giving up (a timing holds it
 for a second or so; a whole measured selection takes it many times)."""
 POLL_SECONDS = 0.05
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class LockTimeout(RuntimeError):
@@ -46,9 +48,10 @@ def device_key(index: int) -> str:
     ``CUDA_VISIBLE_DEVICES``."""
     import torch
 
-    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-    if uuid is not None:
-        return "GPU-" + str(uuid).lower().removeprefix("gpu-")
+    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", ""))
+    uuid = uuid.lower().removeprefix("gpu-")
+    if UUID.fullmatch(uuid):
+        return f"GPU-{uuid}"  # as NVML and nvidia-smi write it
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     ids = [v.strip() for v in visible.split(",") if v.strip()]
     return f"cuda-{ids[index] if index < len(ids) else index}"
