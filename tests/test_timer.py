@@ -181,3 +181,17 @@ def test_a_whole_gpu_figure_is_read_only_after_this_process_left_it_idle(
     timer_module._LAST_USE[0] = clock.now  # straight after our own work
     assert timer.per_call_us([lambda: None], 20) == 1.0
     assert events.count("timed") == 1
+
+
+def test_a_lock_held_too_long_gives_no_figure(monkeypatch) -> None:
+    from mirage_xdsl.runtime.device_lock import LockTimeout
+
+    timer, events, _ = _fake_timer(monkeypatch)
+
+    def held(key):
+        raise LockTimeout(f"GPU {key}: process 77 kept its timing lock for 600 s")
+
+    monkeypatch.setattr(timer_module, "device_lock", held)
+    with pytest.raises(Unreliable, match="process 77 kept its timing lock"):
+        timer.per_call_us([lambda: None], 1)
+    assert "timed" not in events
