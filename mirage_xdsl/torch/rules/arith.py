@@ -23,7 +23,6 @@ from mirage_xdsl.torch.rules.operands import (
     check_shape,
     is_x_of,
     partial_of,
-    ranked,
     refuse_scalars,
     tensor_and_scalar,
     tensor_operands,
@@ -43,14 +42,11 @@ def elementwise(kind: str) -> Rule:
 def broadcast_operands(
     c: Converter, node: fx.Node, a: Any, b: Any
 ) -> tuple[SSAValue, SSAValue]:
-    """Both tensor operands at the result's rank (a lower-rank one gets
-    leading dims of size one, as torch broadcasts it), checked to broadcast."""
+    """Both tensor operands, checked to broadcast (a lower-rank one, a 1-d norm
+    weight or a bias, lines up with the trailing dims, as in torch)."""
     refuse_scalars(node, a, b)
-    rank = len(node_shape(node))
-    x, y = ranked(c, a, rank), ranked(c, b, rank)
-    shape = [tuple(v.type.get_shape()) for v in (x, y)]  # type: ignore[attr-defined]
-    check_shape(node, shapes.broadcast, *shape)
-    return x, y
+    check_shape(node, shapes.broadcast, node_shape(a), node_shape(b))
+    return c.value(a), c.value(b)
 
 
 def unary(kind: str) -> Rule:

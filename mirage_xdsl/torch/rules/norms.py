@@ -23,7 +23,6 @@ from mirage_xdsl.torch.rules.operands import (
     Value,
     parameter_of,
     partial_of,
-    ranked,
     tensor_operands,
 )
 
@@ -85,9 +84,9 @@ def layer_norm(
     mu = c.graph.mul_scalar(c.graph.reduction(x, rank - 1), 1.0 / shape[-1])
     y = c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
     if weight is not None:
-        y = c.graph.mul(y, ranked(c, weight, rank))
+        y = c.graph.mul(y, c.value(weight))
     if bias is not None:
-        y = c.graph.add(y, ranked(c, bias, rank))
+        y = c.graph.add(y, c.value(bias))
     return y
 
 

@@ -19,7 +19,6 @@ from xdsl.ir import Attribute, SSAValue
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.nodes import (
-    node_shape,
     unsupported,
 )
 
@@ -162,19 +161,6 @@ def parameter_of(c: Converter, a: Any) -> torch.Tensor | None:
     """The tensor of a module parameter or buffer operand, else None."""
     v = c.env.get(a) if isinstance(a, fx.Node) else None
     return v.tensor if isinstance(v, Parameter) else None
-
-
-def ranked(c: Converter, a: Any, rank: int) -> SSAValue:
-    """Operand ``a`` with leading dims of size one up to ``rank``: torch
-    broadcasts a lower-rank operand (a 1-d norm weight, a bias) from the
-    right; the dialect's element-wise ops want equal ranks."""
-    shape = node_shape(a)
-    padded = (1,) * (rank - len(shape)) + tuple(shape)
-    tensor = parameter_of(c, a)
-    if tensor is not None:
-        return c.constant(tensor.reshape(padded)) if padded != shape else c.value(a)
-    x = c.value(a)
-    return c.graph.reshape(x, padded) if padded != shape else x
 
 
 def materialise_expand(c: Converter, e: Expanded) -> SSAValue:

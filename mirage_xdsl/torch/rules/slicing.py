@@ -21,7 +21,6 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import node_shape, unsupported
-from mirage_xdsl.torch.rules.linear import rows_times
 from mirage_xdsl.torch.rules.operands import Converter, Pieces, Value
 
 
@@ -31,11 +30,9 @@ def along(
     """``x`` with dim ``dim`` (of ``n``) mapped through ``matrix`` (``[n, m]``):
     the dim is moved last, its rows multiplied, and moved back."""
     last = len(shape) - 1
-    moved = list(shape)
     if dim != last:
         x = c.graph.transpose(x, dim, last)
-        moved[dim], moved[last] = moved[last], moved[dim]
-    y = rows_times(c, x, moved, c.constant(matrix), matrix.shape[1])
+    y = c.graph.matmul(x, c.constant(matrix))
     return c.graph.transpose(y, dim, last) if dim != last else y
 
 
