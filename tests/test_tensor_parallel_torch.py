@@ -62,6 +62,31 @@ def test_each_shard_holds_its_heads() -> None:
     assert torch.equal(q_weight, want)
 
 
+class BiasedMLP(nn.Module):
+    """A GELU MLP with biases, named as GPT-style models name them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(HIDDEN, FFN)
+        self.fc_out = nn.Linear(FFN, HIDDEN)
+
+    def forward(self, x):
+        return self.fc_out(torch.nn.functional.gelu(self.fc_in(x), approximate="tanh"))
+
+
+def test_biases_split_with_columns_and_added_once_after_the_sum() -> None:
+    """A column-parallel bias is split with its columns; a row-parallel one is
+    added once, after the sum, so it is a replicated input."""
+    module = BiasedMLP()
+    x = torch.randn(2, HIDDEN)
+    tp = tensor_parallel(module, 2, [x], plan={"fc_in": "colwise", "fc_out": "rowwise"})
+    biases = [p for p in tp.program.inputs[1:] if p == REPLICATE]
+    assert len(biases) == 1  # fc_out's bias
+    torch.testing.assert_close(tp(x), module(x).detach(), rtol=1e-5, atol=1e-5)
+    verdict = tp.verify()
+    assert verdict, verdict.reason
+
+
 class ShardLocalNorm(nn.Module):
     """An MLP whose hidden units are normalised by their sum: split by
     columns, each shard divides by its own half's sum, which is wrong."""
