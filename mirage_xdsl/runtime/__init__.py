@@ -12,7 +12,9 @@ when a GPU is visible) or to CUDA C through NVRTC, and returns a
 - ``compile`` and ``cache``: NVRTC and the on-disk cubin cache.
 - ``timer`` and ``measure``: timing as the benchmark does (CUDA graphs, L2
   flushed, the flush subtracted, the median), for the search's measured
-  selection; ``check`` and ``selftest``: correctness checks on the device.
+  selection, one timing per GPU at a time (``device_lock``), checked, and
+  aware of other processes' work (``gpu_activity``); ``check`` and
+  ``selftest``: correctness checks on the device.
 
 Nothing here imports torch or cuda-python until a program runs.
 """
