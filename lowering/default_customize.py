@@ -148,6 +148,10 @@ def elementwise(op: t.TensorOp) -> BlockGraph:
 
 
 def reduce_sum(op: kernel.ReduceSumOp) -> BlockGraph:
+    """Tiles of the kept dims; each block reads its rows in chunks of up to
+    :data:`MAX_TILE` elements in all, so a block of one or two rows (a few
+    rows spread over the GPU) loads them whole, with every load in flight at
+    once, instead of walking a loop of round trips."""
     x = t.tensor_shape(op.input)
     out = t.tensor_shape(op.result)
     r = op.dim.value.data
@@ -157,7 +161,7 @@ def reduce_sum(op: kernel.ReduceSumOp) -> BlockGraph:
     factors = split_dims(out, kept[::-1], rows_target, {})
     grid, dims = grid_of(factors, kept[::-1])
     rows = prod(out) // prod(grid)
-    chunk = max(1, min(x[r], MAX_TILE // rows, 1024))
+    chunk = max(1, min(x[r], MAX_TILE // rows))
     forloop = min(f for f in divisors(x[r]) if x[r] // f <= chunk)
     bg = new_threadblock_graph(grid, THREADS, forloop)
     tile = bg.new_input(op.input, imap_for(dims, x, out), r if forloop > 1 else -1)

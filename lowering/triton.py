@@ -63,6 +63,10 @@ class TritonKernel:
     """The printed source of every form: what an autotuning choice is keyed by."""
     largest_tile: int = 0
     """Elements of the largest padded register tile (for the no-GPU heuristic)."""
+    dot_variants: tuple[str, ...] = ()
+    """The forms whose for-loop multiplies with ``tl.dot``: the only loads
+    Triton's software pipeline stages, so the only forms whose number of
+    stages matters."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,12 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
             texts.append(kernel_source(fma_op, f"{name}_fma"))
             variants.append(f"{name}_fma")
         sources += texts
+        looped = op.forloop > 1
+        dots = tuple(
+            v
+            for v, t_ in zip(variants, texts, strict=True)
+            if looped and "tl.dot(" in t_
+        )
         sig = list(signature(op).values())
         args = [names[v] for v in [*op.operands, *op.results]]
         if printed.scratch_elems:
@@ -213,6 +223,7 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
                     ),
                     default=1,
                 ),
+                dot_variants=dots,
             )
         )
     program = TritonProgram(fname, "", tuple(buffers), tuple(kernels))

@@ -20,11 +20,29 @@ def _binary(name: str) -> TritonBinary:
     return TritonBinary(name, b"\x7fELF", 4, 0, ())
 
 
-def test_space_has_stages_only_for_a_for_loop(program) -> None:
-    for k in program.kernels:
-        stages = {c.num_stages for c in autotune.space(k)}
-        assert stages == (set(autotune.STAGES) if k.forloop > 1 else {1})
-        assert {c.num_warps for c in autotune.space(k)} == set(autotune.WARPS)
+def test_space_has_stages_only_where_a_loop_pipelines_a_dot(program) -> None:
+    """rmsnorm_linear b1 (dims / 16): the norm kernel (no loop) gets one
+    stage; the matmul's tensor-core form every stage, its multiply-and-sum
+    form (no tl.dot to pipeline) the one stage its loop runs without a GPU."""
+    norm, matmul = program.kernels
+    assert {c.num_stages for c in autotune.space(norm)} == {1}
+    assert matmul.forloop > 1 and matmul.dot_variants == (matmul.name,)
+    by_form = {
+        v: {c.num_stages for c in autotune.space(matmul) if c.variant == v}
+        for v in matmul.variants
+    }
+    assert by_form == {matmul.name: set(autotune.STAGES), f"{matmul.name}_fma": {3}}
+
+
+@pytest.mark.parametrize(
+    "tile, warps", [(64, (1, 2, 4)), (256, (1, 2, 4, 8)), (4096, autotune.WARPS)]
+)
+def test_warps_are_those_the_largest_tile_keeps_busy(program, tile, warps) -> None:
+    from dataclasses import replace
+
+    kernel = replace(program.kernels[0], largest_tile=tile)
+    assert autotune.warps_for(kernel) == warps
+    assert {c.num_warps for c in autotune.space(kernel)} == set(warps)
 
 
 def test_pending_is_the_cached_choice_else_the_whole_space(

@@ -40,7 +40,10 @@ from mirage_xdsl.runtime.triton_compile import (
     triton_version,
 )
 
-WARPS = (2, 4, 8)
+WARPS = (1, 2, 4, 8, 16)
+"""Warps per block the autotuner may give a kernel: as few as its largest
+tile keeps busy (one element per thread at least), up to 16 for wide rows,
+whose loads then are all in flight at once."""
 STAGES = (2, 3, 4, 5, 6, 7)
 LARGE_TILE = 8192
 SHARED_LIMIT = H100.shared_memory_per_block
@@ -52,19 +55,32 @@ def heuristic(kernel: TritonKernel) -> KernelConfig:
     return KernelConfig(
         variant=kernel.variants[-1],
         num_warps=8 if kernel.largest_tile > LARGE_TILE else 4,
-        num_stages=3 if kernel.forloop > 1 else 1,
+        num_stages=_stages(kernel),
     )
 
 
+def warps_for(kernel: TritonKernel) -> tuple[int, ...]:
+    """The warp counts of :data:`WARPS` whose threads the kernel's largest
+    tile keeps busy, one element each at least (up to 4 warps always)."""
+    threads = max(kernel.largest_tile, 4 * H100.warp_size)
+    return tuple(w for w in WARPS if w * H100.warp_size <= threads)
+
+
 def space(kernel: TritonKernel) -> list[KernelConfig]:
-    """Every setting the autotuner tries for ``kernel``."""
-    stages = STAGES if kernel.forloop > 1 else (1,)
+    """Every setting the autotuner tries for ``kernel``: each form with each
+    warp count of :func:`warps_for`, and with each of :data:`STAGES` where
+    the form's loop has a ``tl.dot`` to pipeline (one setting otherwise)."""
     return [
         KernelConfig(variant, warps, stage)
         for variant in kernel.variants
-        for warps in WARPS
-        for stage in stages
+        for warps in warps_for(kernel)
+        for stage in (STAGES if variant in kernel.dot_variants else (_stages(kernel),))
     ]
+
+
+def _stages(kernel: TritonKernel) -> int:
+    """Pipeline stages of a kernel's settings when nothing is measured."""
+    return 3 if kernel.forloop > 1 else 1
 
 
 def tune_dir() -> Path | None:

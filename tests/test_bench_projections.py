@@ -1,0 +1,52 @@
+"""tools/bench_projections.py without a GPU: what it would run (its dry run),
+the programs it builds, and its report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+import bench_projections as bp  # noqa: E402
+
+
+def test_cases_cover_every_projection_and_row_wise_program() -> None:
+    cases = bp.cases(bp.parse_args([]))
+    projections = [c for c in cases if c.kind == "projection"]
+    rowwise = [c for c in cases if c.kind == "rowwise"]
+    assert len(projections) == len(bp.PROJECTIONS) * 3
+    assert len(rowwise) == len(bp.ROWWISE) * len(bp.WIDTHS) * 3
+    down = next(c for c in projections if c.name == "8192x2048" and c.rows == 1)
+    assert down.floor_bytes == 2 * (8192 + 8192 * 2048 + 2048)
+    only = bp.cases(bp.parse_args(["--only", "rowwise", "--rows", "1"]))
+    assert {c.kind for c in only} == {"rowwise"} and {c.rows for c in only} == {1}
+
+
+@pytest.mark.parametrize("name", sorted(bp.ROWWISE))
+def test_row_wise_programs_capture(name: str) -> None:
+    case = next(c for c in bp.cases(bp.parse_args(["--only", name, "--rows", "8"])))
+    module = bp.module_of(case)
+    assert any(op.name.startswith("kernel.") for op in module.walk())
+
+
+def test_dry_run_builds_the_default_kernels(capsys) -> None:
+    assert bp.main(["--dry-run", "--only", "8192x2048", "--rows", "1"]) == 0
+    assert (
+        "8192x2048 rows 1: 2 kernels [[32, 8, 1], [4, 1, 1]]" in capsys.readouterr().out
+    )
+
+
+def test_report_gives_each_method_its_share_of_the_floor() -> None:
+    case = bp.Case("8192x2048", "projection", 1, [[1, 8192], [8192, 2048]], 3_000_000)
+    case.us = {"default": 2.0, "torch": 4.0}
+    case.status = {"search": "skipped (budget)", "torch.compile": "wrong (rel L2 1e-1)"}
+    case.default_kernels = [{"kernel": "k0", "grid": [32, 8, 1], "threads": 128}]
+    table = bp.markdown([case], 3e12)
+    row = table.splitlines()[-1]
+    assert "| 1.0 |" in row  # floor: 3 MB at 3 TB/s
+    assert "2.0 (50%)" in row and "4.0 (25%)" in row
+    assert "skipped (budget)" in row and "wrong (rel L2 1e-1)" in row
+    assert "32x8x1·128t" in row

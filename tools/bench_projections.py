@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""Decode projections and small row-wise programs against the memory floor.
+
+Each projection ``x [M, K] @ w [K, N]`` (fp16, M = 1, 8, 16; the K x N of
+Llama-3.2-1B and Llama-3-8B-sized layers) is timed as:
+
+- ``default``: the program as written, lowered by ``default-customize`` (the
+  build every search segment falls back to) and compiled by the Triton
+  backend, autotuned on this GPU;
+- ``search``: the search's pick for the program (measured selection on this
+  GPU, within ``--search-cap`` seconds);
+- ``torch.matmul`` (cuBLAS), ``torch.compile`` and ``torch.compile``
+  ``max-autotune`` (without inductor's CUDA graphs: every method is captured
+  in our own).
+
+The row-wise programs (add + RMSNorm with a weight, softmax, LayerNorm
+written as plain ops, L2 norm, an element-wise chain ``silu(x) * y + z``) at
+1, 8 and 16 rows of 2048 and 4096 are captured from torch functions and timed
+as ``default`` and ``search`` against eager torch and ``torch.compile``.
+
+Every method is timed the project's way (``runtime/timer.GraphTimer``: 20
+calls in a CUDA graph, L2 flushed before each, the flushes' own time taken
+off, the median of the repetitions), its result checked against torch in
+fp32 first (a wrong result is reported, not timed). The floor of a program is
+the fewest bytes it must move (inputs read once, outputs written once) at the
+bandwidth of a 1 GiB device-to-device copy timed the same way; each method's
+``% of floor`` is floor / time.
+
+The run keeps to ``--budget`` seconds: the phases run cheapest first
+(torch.matmul, our default builds, torch.compile, the row-wise programs, the
+search's picks, max-autotune last) and what the budget leaves out is marked
+``skipped``. Triton's autotuning choices are cached under
+``$MIRAGE_CACHE_DIR``, so a second run spends its time on timing::
+
+    python tools/bench_projections.py --out DIR                 # about 7 minutes
+    python tools/bench_projections.py --only 8192x2048 --rows 1 --out DIR
+    python tools/bench_projections.py --dry-run                 # no GPU: build all
+
+Writes ``projections.json`` and ``projections.md`` to ``--out`` (default $OUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PROJECTIONS = (
+    (2048, 2048),
+    (2048, 512),
+    (2048, 3072),
+    (2048, 8192),
+    (2048, 16384),
+    (8192, 2048),
+    (4096, 4096),
+    (4096, 1024),
+    (4096, 14336),
+    (14336, 4096),
+)
+"""K x N: the q/o, k/v, gate/up and down projections of Llama-3.2-1B and
+Llama-3-8B-sized layers (and a 2048 x 8192 / 16384 up projection)."""
+ROWS = (1, 8, 16)
+WIDTHS = (2048, 4096)
+COPY_BYTES = 1 << 30
+BATCH = 20
+"""Calls per CUDA graph, as ``tools/bench.py``'s headline figure."""
+TOLERANCE = 2e-2
+
+
+def add_rmsnorm(x, r, w):
+    import torch
+
+    h = x + r
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+
+def softmax(x):
+    import torch
+
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def layernorm(x):
+    import torch
+
+    c = x - x.mean(-1, keepdim=True)
+    return c / torch.sqrt((c * c).mean(-1, keepdim=True) + 1e-5)
+
+
+def l2norm(x):
+    import torch
+
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+
+
+def chain(x, y, z):
+    import torch.nn.functional as F
+
+    return F.silu(x) * y + z
+
+
+ROWWISE: dict[str, tuple[Callable, Callable[[int, int], list[tuple[int, ...]]]]] = {
+    "add_rmsnorm": (add_rmsnorm, lambda m, n: [(m, n), (m, n), (n,)]),
+    "softmax": (softmax, lambda m, n: [(m, n)]),
+    "layernorm": (layernorm, lambda m, n: [(m, n)]),
+    "l2norm": (l2norm, lambda m, n: [(m, n)]),
+    "chain": (chain, lambda m, n: [(m, n)] * 3),
+}
+"""Each row-wise program and the input shapes it takes at ``m`` rows of ``n``."""
+
+
+@dataclass
+class Case:
+    """One program at one size, and how each method did."""
+
+    name: str
+    kind: str
+    """``projection`` or ``rowwise``."""
+    rows: int
+    shapes: list[list[int]]
+    floor_bytes: int
+    us: dict[str, float] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)
+    """Per method: ok, wrong (with the error), error (one line), skipped."""
+    default_kernels: list[dict] = field(default_factory=list)
+    """The default build's launches: grid, threads, for-loop (the split)."""
+
+
+# --- programs -----------------------------------------------------------------
+
+
+def projection_module(m: int, k: int, n: int):
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph(f"proj_{m}x{k}x{n}")
+    x, w = g.new_input((m, k)), g.new_input((k, n))
+    g.mark_output(g.matmul(x, w))
+    return g.module()
+
+
+def _wanted(args, name: str, group: str) -> bool:
+    return not args.only or name in args.only or group in args.only
+
+
+def cases(args) -> list[Case]:
+    out = []
+    for k, n in PROJECTIONS:
+        if not _wanted(args, f"{k}x{n}", "projections"):
+            continue
+        for m in args.rows:
+            bytes_ = 2 * (m * k + k * n + m * n)
+            out.append(Case(f"{k}x{n}", "projection", m, [[m, k], [k, n]], bytes_))
+    for name, (_, shapes) in ROWWISE.items():
+        if not _wanted(args, name, "rowwise"):
+            continue
+        for width in WIDTHS:
+            for m in args.rows:
+                ins = [list(s) for s in shapes(m, width)]
+                bytes_ = 2 * (sum(_numel(s) for s in ins) + m * width)
+                out.append(Case(f"{name}/{width}", "rowwise", m, ins, bytes_))
+    return out
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def module_of(case: Case):
+    """The kernel-level program of ``case`` (row-wise ones captured from torch)."""
+    if case.kind == "projection":
+        (m, k), (_, n) = case.shapes
+        return projection_module(m, k, n)
+    import torch
+
+    from mirage_xdsl.torch import capture
+
+    fn = ROWWISE[case.name.split("/")[0]][0]
+    examples = [torch.zeros(s, dtype=torch.float16) for s in case.shapes]
+    return capture(fn, examples)
+
+
+def torch_fn(case: Case) -> Callable:
+    import torch
+
+    if case.kind == "projection":
+        return torch.matmul
+    return ROWWISE[case.name.split("/")[0]][0]
+
+
+# --- timing -------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args):
+        import torch
+
+        from mirage_xdsl.runtime.timer import GraphTimer
+
+        self.args = args
+        self.torch = torch
+        self.timer = GraphTimer(reps=args.reps, warmup=3)
+        self.deadline = time.monotonic() + args.budget
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def inputs(self, case: Case) -> list:
+        torch = self.torch
+        g = torch.Generator(device="cuda").manual_seed(0)
+        xs = []
+        for s in case.shapes:
+            x = torch.randn(s, device="cuda", dtype=torch.float16, generator=g)
+            if case.kind == "projection" and len(xs) == 1:
+                x /= s[0] ** 0.5
+            xs.append(x)
+        return xs
+
+    def reference(self, case: Case, xs: list):
+        return torch_fn(case)(*[x.float() for x in xs])
+
+    def check(self, got, want) -> str:
+        err = float((got.float() - want).norm() / want.norm().clamp_min(1e-30))
+        return "" if err <= TOLERANCE else f"wrong (rel L2 {err:.2e})"
+
+    def time_method(
+        self, case: Case, method: str, make: Callable[[], Callable]
+    ) -> None:
+        """Build ``method``'s call (``make`` returns ``call(xs) -> output``),
+        check it and time it; errors and wrong results are recorded."""
+        if self.left() <= 0:
+            case.status[method] = "skipped (budget)"
+            return
+        xs = self.inputs(case)
+        try:
+            call = make()
+            problem = self.check(call(xs), self.reference(case, xs))
+            if not problem:
+                case.us[method] = self.timer.per_call_us([lambda: call(xs)], BATCH)
+            case.status[method] = problem or "ok"
+        except Exception as e:  # one method failing is a row of the report
+            case.status[method] = "error: " + one_line(e)
+            self.torch.cuda.synchronize()
+        print(
+            json.dumps(
+                {
+                    "case": case.name,
+                    "rows": case.rows,
+                    "method": method,
+                    "us": case.us.get(method),
+                    "status": case.status[method],
+                }
+            ),
+            flush=True,
+        )
+
+    def ours(
+        self, case: Case, module_fn: Callable, record: bool = False
+    ) -> Callable[[], Callable]:
+        """Our program from ``module_fn``, compiled by the Triton backend
+        (autotuned); ``record``: keep its launches in the case."""
+
+        def make():
+            from mirage_xdsl.runtime.api import compile
+
+            compiled = compile(module_fn(), backend="triton")
+            if record:
+                case.default_kernels = launches_of(compiled)
+            outs: list = []
+
+            def call(xs):
+                if not outs:
+                    outs.extend(compiled.run(*xs))
+                else:
+                    compiled.run(*xs, outputs=outs)
+                return outs[0]
+
+            return call
+
+        return make
+
+    def searched(self, case: Case):
+        """The search's pick for the case's program, measured on this GPU."""
+        from xdsl.dialects.builtin import ModuleOp
+
+        from mirage_xdsl.passes.superoptimize import resolve_measure
+        from mirage_xdsl.search.options import SearchOptions
+        from mirage_xdsl.search.superoptimizer import superoptimize_function
+        from mirage_xdsl.semantics.interpreter import entry_function
+
+        outcome = superoptimize_function(
+            entry_function(module_of(case)),
+            SearchOptions(budget=self.args.search_cap),
+            measure=resolve_measure("auto"),
+            cache_dir=self.args.search_cache,
+        )
+        return ModuleOp([outcome.function])
+
+    def torch_method(self, case: Case, mode: str | None) -> Callable[[], Callable]:
+        def make():
+            torch = self.torch
+            fn = torch_fn(case)
+            if mode is not None:
+                options = {"dynamic": False}
+                if mode == "max-autotune":
+                    options["mode"] = "max-autotune-no-cudagraphs"
+                fn = torch.compile(fn, **options)
+            return lambda xs: fn(*xs)
+
+        return make
+
+    def copy_bandwidth(self) -> float:
+        """Bytes per second of a 1 GiB device-to-device copy (read + write)."""
+        torch = self.torch
+        src = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device="cuda").fill_(1)
+        dst = torch.empty_like(src)
+        us = self.timer.per_call_us([lambda: dst.copy_(src)], 1)
+        return COPY_BYTES / (us * 1e-6)
+
+
+def launches_of(compiled) -> list[dict]:
+    return [
+        {"kernel": launch.name, "grid": list(launch.grid), "threads": launch.block[0]}
+        for launch in compiled.program.launches
+    ]
+
+
+def one_line(e: Exception) -> str:
+    lines = [s for s in str(e).splitlines() if s.strip()]
+    return (lines[0] if lines else type(e).__name__)[:160]
+
+
+METHODS = ("default", "search", "torch", "torch.compile", "max-autotune")
+
+
+PHASES = (
+    ("projection", "torch"),
+    ("projection", "default"),
+    ("projection", "torch.compile"),
+    ("rowwise", "torch"),
+    ("rowwise", "default"),
+    ("rowwise", "torch.compile"),
+    ("projection", "search"),
+    ("rowwise", "search"),
+    ("projection", "max-autotune"),
+)
+"""(programs, method) in the order they run: cheapest first, so a run its
+budget cuts short still has the headline figures."""
+
+
+def run(args) -> tuple[list[Case], float]:
+    bench = Bench(args)
+    copy = bench.copy_bandwidth()
+    print(f"copy bandwidth {copy / 1e12:.2f} TB/s", flush=True)
+    todo = cases(args)
+    makers: dict[str, Callable[[Case], Callable[[], Callable]]] = {
+        "torch": lambda c: bench.torch_method(c, None),
+        "default": lambda c: bench.ours(c, lambda: module_of(c), record=True),
+        "torch.compile": lambda c: bench.torch_method(c, "default"),
+        "search": lambda c: bench.ours(c, lambda: bench.searched(c)),
+        "max-autotune": lambda c: bench.torch_method(c, "max-autotune"),
+    }
+    skipped = {
+        "search": args.no_search,
+        "torch.compile": args.no_compile,
+        "max-autotune": args.no_compile or args.no_max_autotune,
+    }
+    for kind, method in PHASES:
+        for case in (c for c in todo if c.kind == kind):
+            if skipped.get(method):
+                case.status[method] = "skipped (option)"
+            else:
+                bench.time_method(case, method, makers[method](case))
+    return todo, copy
+
+
+# --- report -------------------------------------------------------------------
+
+
+def percent(case: Case, method: str, copy: float) -> str:
+    us = case.us.get(method)
+    if us is None:
+        return "—"
+    floor_us = case.floor_bytes / copy * 1e6
+    return f"{us:.1f} ({100 * floor_us / us:.0f}%)"
+
+
+def markdown(todo: list[Case], copy: float) -> str:
+    lines = [
+        f"Copy bandwidth {copy / 1e12:.2f} TB/s. Each cell: µs per call "
+        "(% of the floor: fewest bytes / copy bandwidth).",
+        "",
+        "| program | rows | floor µs | " + " | ".join(METHODS) + " | default kernels |",
+        "| --- | --- | --- |" + " --- |" * len(METHODS) + " --- |",
+    ]
+    for c in todo:
+        cells = [
+            percent(c, m, copy) if m in c.us else c.status.get(m, "—") for m in METHODS
+        ]
+        kernels = "; ".join(
+            f"{k['grid'][0]}x{k['grid'][1]}x{k['grid'][2]}·{k['threads']}t"
+            for k in c.default_kernels
+        )
+        floor = c.floor_bytes / copy * 1e6
+        lines.append(
+            f"| {c.name} | {c.rows} | {floor:.1f} | "
+            + " | ".join(cells)
+            + f" | {kernels} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def dry_run(args) -> int:
+    """Build every program and its default Triton kernels without a GPU."""
+    from mirage_xdsl.lowering.triton import generate_triton
+
+    for case in cases(args):
+        program = generate_triton(module_of(case))
+        grids = [list(k.grid) for k in program.kernels]
+        print(f"{case.name} rows {case.rows}: {len(grids)} kernels {grids}")
+    return 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=420.0,
+        help="seconds for the whole run (default 420)",
+    )
+    p.add_argument(
+        "--search-cap", type=float, default=8.0, help="seconds per search (default 8)"
+    )
+    p.add_argument("--search-cache", default=None)
+    p.add_argument(
+        "--rows", type=lambda s: [int(v) for v in s.split(",")], default=list(ROWS)
+    )
+    p.add_argument(
+        "--only",
+        type=lambda s: s.split(","),
+        default=None,
+        help="projections (KxN), row-wise programs by name, or the groups "
+        "'projections' and 'rowwise'",
+    )
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--no-search", action="store_true")
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--no-max-autotune", action="store_true")
+    p.add_argument("--dry-run", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
+    todo, copy = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "projections.json").write_text(
+        json.dumps(
+            {"copy_bytes_per_s": copy, "cases": [asdict(c) for c in todo]}, indent=1
+        )
+    )
+    table = markdown(todo, copy)
+    (out / "projections.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
