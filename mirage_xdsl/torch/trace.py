@@ -208,7 +208,7 @@ def _is_torch_frame(file: str, function: str) -> bool:
 
 
 def is_library(file: str) -> bool:
-    return file.startswith(_LIBRARY_DIRS) or file.startswith("<")
+    return file.startswith(_LIBRARY_DIRS) or file.startswith("<frozen")
 
 
 def _caret_column(following: list[str], source: str) -> int | None:
