@@ -187,7 +187,9 @@ class OutputOp(IRDLOperation):
     """Output saver: writes each block's tile into the kernel's result.
 
     ``omap[g]`` is the result dim that grid dim ``g`` indexes; every grid dim
-    of size > 1 must be mapped.
+    of size > 1 must be mapped. The result may have another float element
+    type than the tile: blocks compute in fp32 and the store converts (a
+    ``kernel.cast`` is a kernel that only stores).
     """
 
     name = "block.output"

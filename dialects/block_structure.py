@@ -186,10 +186,6 @@ def verify_customized(op: Operation) -> None:
                 f"'{op.name}' result #{i} has shape {list(got)} but its "
                 f"'block.output' stitches {list(full)}"
             )
-        if result.type.element_type != out.operands[0].type.element_type:  # type: ignore[attr-defined]
-            raise VerifyException(
-                f"'{op.name}' result #{i} element type differs from its output tile"
-            )
     used = shared_memory_bytes(op)
     limit = H100.shared_memory_per_block
     if used > limit:

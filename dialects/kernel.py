@@ -90,6 +90,12 @@ class ConcatOp(t.ConcatBase):
 
 
 @irdl_op_definition
+class CastOp(t.CastBase):
+    name = "kernel.cast"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class AllReduceOp(IRDLOperation):
     """Sum over the shards of a tensor-parallel program: each of the ``shards``
     copies of the program contributes its value of ``input`` and receives the
@@ -257,6 +263,7 @@ Kernel = Dialect(
         ReshapeOp,
         SliceOp,
         ConcatOp,
+        CastOp,
         AllReduceOp,
         CustomizedOp,
     ],

@@ -339,6 +339,39 @@ class SliceBase(TensorOp):
         return shapes.slice_(tensor_shape(self.input), *self.window)
 
 
+class CastBase(TensorOp):
+    """The same values in another float element type: f16, bf16, f32.
+
+    Kernels compute in fp32 whatever their tensors hold, so a cast changes
+    only how a value is stored: the interpreter (an fp32 reference) and the
+    finite-field verifier take it as the identity, and the lowering writes
+    the tile in the result's element type.
+    """
+
+    KIND: ClassVar[str] = "cast"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, dtype: Attribute):
+        input = SSAValue.get(input)
+        ty = TensorType(dtype, tensor_shape(input))
+        super().__init__(operands=[input], result_types=[ty])
+
+    def verify_(self) -> None:
+        for v in (self.input, self.result):
+            ty = v.type
+            if not isinstance(ty, TensorType) or not isinstance(
+                ty.element_type, FLOAT_TYPES
+            ):
+                raise VerifyException(
+                    f"'{self.name}' casts between f16, bf16 and f32 tensors, got {ty}"
+                )
+        check_result_shape(self, tensor_shape(self.input))
+
+
 class TransposeBase(TensorOp):
     """Swap of two dims: a layout change, not arithmetic.
 
@@ -486,7 +519,7 @@ ELEMENTWISE_UNARY_KINDS = kinds(Form.UNARY)
 BINARY_KINDS = kinds(Form.BINARY)
 SCALAR_KINDS = kinds(Form.SCALAR)
 """Element-wise ops with a float constant; each reads ``op.value``."""
-LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE, Form.SLICE, Form.CONCAT)
+LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE, Form.SLICE, Form.CONCAT, Form.CAST)
 """Ops that move elements without computing: the search works between them
 (at the kernel level; ``block.concat`` is the search's own)."""
 REDUCE_KINDS = kinds(Form.REDUCTION)

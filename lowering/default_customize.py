@@ -282,15 +282,18 @@ def transpose(op: kernel.TransposeOp) -> BlockGraph:
     return bg
 
 
-def slice_copy(op: kernel.SliceOp) -> BlockGraph:
-    """A copy of the window, tiled like an element-wise op: each block's
-    ``block.input`` reads its part of the window in place."""
+def copy(op: kernel.SliceOp | kernel.CastOp) -> BlockGraph:
+    """A slice or a cast: a copy tiled like an element-wise op. A slice's
+    ``block.input`` reads its window in place; a cast's ``block.output``
+    stores the result's element type."""
     out = t.tensor_shape(op.result)
     rank = len(out)
     factors = split_dims(out, list(range(rank)), tile_target(prod(out)), {rank - 1: 64})
     grid, dims = grid_of(factors, list(range(rank))[::-1])
     bg = new_threadblock_graph(grid, THREADS, 1)
-    bg.new_output(bg.new_input(op.input, dims, -1, window=op.window), dims)
+    window = op.window if isinstance(op, kernel.SliceOp) else None
+    tile = bg.new_input(op.input, dims, -1, window=window)
+    bg.new_output(tile, dims, t.element_type(op.result))
     return bg
 
 
@@ -316,7 +319,8 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     "rms_norm": rms_norm,
     "matmul": matmul,
     "transpose": transpose,
-    "slice": slice_copy,
+    "slice": copy,
+    "cast": copy,
     "concat": concat,
 }
 """Default partition of each kernel op, by ``KIND`` (``kernel.reshape`` is no

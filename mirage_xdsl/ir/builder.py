@@ -139,6 +139,11 @@ class KernelGraph(_Builder):
         """``a`` in row-major order with another shape of as many elements."""
         return self._add(kernel.ReshapeOp(a, tuple(shape)))
 
+    def cast(self, a: SSAValue, dtype: Attribute) -> SSAValue:
+        """``a``'s values stored as ``dtype`` (``float16``, ``bfloat16`` or
+        ``float32``); kernels compute in fp32, so only the storage changes."""
+        return self._add(kernel.CastOp(a, dtype))
+
     def slice(self, a: SSAValue, dim: int, start: int, end: int) -> SSAValue:
         """Elements ``start`` to ``end`` (exclusive) of ``a`` along ``dim``:
         ``a[..., start:end, ...]``."""
@@ -209,7 +214,7 @@ class BlockGraph(_Builder):
         self.block_dims = tuple(block_dims) + (1,) * (3 - len(block_dims))
         self.forloop_range = forloop_range
         self.sources: list[SSAValue] = []
-        self._outputs: list[tuple[SSAValue, tuple[int, ...]]] = []
+        self._outputs: list[tuple[SSAValue, tuple[int, ...], Attribute | None]] = []
 
     def new_input(
         self,
@@ -248,16 +253,24 @@ class BlockGraph(_Builder):
         the online softmax's rescaling (``block.ACCUM_REDUCTIONS``)."""
         return self._add(block.ForloopAccumOp(value, reduce, shift))
 
-    def new_output(self, stensor: SSAValue, output_map: Sequence[int]) -> None:
+    def new_output(
+        self,
+        stensor: SSAValue,
+        output_map: Sequence[int],
+        dtype: Attribute | None = None,
+    ) -> None:
+        """Save ``stensor`` by ``output_map``; with ``dtype``, the result holds
+        that element type (the store converts the fp32 tile)."""
         self.block.add_op(block.OutputOp(stensor, output_map))
-        self._outputs.append((stensor, tuple(output_map)))
+        self._outputs.append((stensor, tuple(output_map), dtype))
 
     def output_types(self) -> list[TensorType]:
         return [
-            t.result_type_like(
-                v, shapes.stitched_shape(t.tensor_shape(v), omap, self.grid_dims)
+            TensorType(
+                dtype or t.element_type(v),
+                shapes.stitched_shape(t.tensor_shape(v), omap, self.grid_dims),
             )
-            for v, omap in self._outputs
+            for v, omap, dtype in self._outputs
         ]
 
     def customized_op(self) -> kernel.CustomizedOp:

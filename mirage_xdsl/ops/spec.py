@@ -41,6 +41,8 @@ class Form(enum.Enum):
     CONCAT = "concat"
     SLICE = "slice"
     """One tensor in, the elements ``[start, end)`` of one ``dim`` out."""
+    CAST = "cast"
+    """One tensor in, the same values in another float element type."""
     TRANSPOSE = "transpose"
     RESHAPE = "reshape"
     NORM = "norm"

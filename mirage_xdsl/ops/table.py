@@ -336,6 +336,12 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
         levels=("kernel", "block"),
     ),
     OpSpec(
+        "cast",
+        Form.CAST,
+        "The same values in another float element type (f16, bf16, f32).",
+        levels=("kernel",),
+    ),
+    OpSpec(
         "slice",
         Form.SLICE,
         "The elements start to end (exclusive) of one dim: a layout change.",

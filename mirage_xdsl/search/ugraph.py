@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from mirage_xdsl.dialects import block as block_dialect
@@ -103,6 +103,9 @@ class UGraph:
     inputs: tuple[Shape, ...]
     ops: tuple[KernelOp, ...]
     outputs: tuple[int, ...]
+    input_dtypes: tuple[str, ...] = ()
+    """Each input's element type where they differ (a program with casts);
+    empty: every input is ``dtype``."""
 
     @property
     def kernels(self) -> int:
@@ -181,6 +184,8 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
         return builder.reshape(args[0], op.attr("shape"))
     if op.kind == "slice":
         return builder.slice(args[0], *(op.attr(a) for a in ("dim", "start", "end")))
+    if op.kind == "cast":
+        return builder.cast(args[0], _element_type(op.attr("dtype")))
     return getattr(builder, op.kind)(*args, *constant_args(op))
 
 
@@ -250,8 +255,11 @@ def _customized(
 
 def to_function(ug: UGraph) -> func.FuncOp:
     kg = KernelGraph(ug.name)
-    ty = _element_type(ug.dtype)
-    env: list[SSAValue] = [kg.new_input(s, ty) for s in ug.inputs]
+    dtypes = ug.input_dtypes or (ug.dtype,) * len(ug.inputs)
+    env: list[SSAValue] = [
+        kg.new_input(s, _element_type(d))
+        for s, d in zip(ug.inputs, dtypes, strict=True)
+    ]
     for op in ug.ops:
         args = [env[v] for v in op.operands]
         if op.graph is None:
@@ -293,14 +301,15 @@ def from_function(fn: func.FuncOp) -> UGraph:
         for r in op.results:
             index[r] = len(index)
     args = fn.body.block.args
-    ty = args[0].type if args else None
-    dtype = str(ty.element_type) if isinstance(ty, TensorType) else "f16"
+    dtypes = tuple(str(t.element_type(a)) for a in args)
+    dtype = dtypes[0] if dtypes else "f16"
     return UGraph(
         fn.sym_name.data,
         dtype,
         tuple(t.tensor_shape(a) for a in args),
         tuple(ops),
         outputs,
+        dtypes if len(set(dtypes)) > 1 else (),
     )
 
 
@@ -315,6 +324,8 @@ def _attrs(op: Any) -> Attrs:
         return (("shape", t.tensor_shape(op.result)),)
     if op.KIND == "slice":
         return tuple(zip(("dim", "start", "end"), op.window, strict=True))
+    if op.KIND == "cast":
+        return (("dtype", str(t.element_type(op.result))),)
     return constant_attrs(op)
 
 

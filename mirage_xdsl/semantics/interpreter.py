@@ -107,7 +107,7 @@ def _tensor_op(
 
 
 def layout(op: t.TensorOp, x: Any) -> Any:
-    """A transpose, reshape or slice, on an array or on fingerprint residues alike.
+    """A transpose, reshape, slice or cast, on arrays and residues alike.
 
     A transpose swaps its dims counted from the back, so a block-batched tile
     (leading grid and iteration axes) swaps the same two; a reshape and a
@@ -118,6 +118,8 @@ def layout(op: t.TensorOp, x: Any) -> Any:
         return x.reshape(shape)
     if op.KIND == "slice":
         return window(x, *op.window)  # type: ignore[attr-defined]
+    if op.KIND == "cast":  # values are fp32 (or field elements) at every type
+        return x
     a, b = (d - len(shape) for d in op.dims)  # type: ignore[attr-defined]
     return x.swapaxes(a, b)
 

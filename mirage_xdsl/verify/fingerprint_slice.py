@@ -183,6 +183,7 @@ RING_KINDS = frozenset(k for k, steps in STEPS.items() if steps <= RING_STEPS) |
     "transpose",
     "reshape",
     "slice",
+    "cast",
 }
 """Ops computed component by component (the element-wise ones whose field
 formula takes ring steps only; layouts move both alike), which can leave Z_p

@@ -104,20 +104,6 @@ func.func @f(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {
 
 // -----
 
-// A customized result whose element type differs from its tile.
-// CHECK-NEXT: {{^// -+$}}
-// CHECK-NEXT: {{^.*}}errors/kernel_customized.mlir:[[# @LINE + 2]]:3: error: 'kernel.customized' result #0 element type differs from its output tile{{$}}
-func.func @f(%x: tensor<8x32xf16>) -> tensor<8x32xf32> {
-  %o = kernel.customized(%x) grid [2, 1, 1] block [128, 1, 1] forloop 1 : (tensor<8x32xf16>) -> tensor<8x32xf32> {
-  ^bb0(%a: tensor<8x32xf16>):
-    %t = block.input %a imap [0, -1, -1] fmap -1 : tensor<8x32xf16> -> tensor<4x32xf16>
-    block.output %t omap [0, -1, -1] : tensor<4x32xf16>
-  }
-  func.return %o : tensor<8x32xf32>
-}
-
-// -----
-
 // A customized result type that differs from what its output saver stitches.
 // CHECK-NEXT: {{^// -+$}}
 // CHECK-NEXT: {{^.*}}errors/kernel_customized.mlir:[[# @LINE + 2]]:3: error: 'kernel.customized' result #0 has shape [8, 32] but its 'block.output' stitches [4, 64]{{$}}
