@@ -167,3 +167,29 @@ def test_superoptimize_gqa_agrees_with_torch_on_cpu():
     fn = superoptimize(gqa, xs)
     ref = gqa(*[x.float() for x in xs])
     torch.testing.assert_close(fn(*xs).float(), ref, rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.skipif(
+    not hasattr(mirage_xdsl, "superoptimize"),
+    reason="needs the search (mirage_xdsl.superoptimize)",
+)
+def test_search_options_reach_the_search(caplog, monkeypatch):
+    from mirage_xdsl.torch import backend
+
+    seen = []
+    search = backend.search
+
+    def recorded(module, **options):
+        seen.append(options)
+        return search(module, **options)
+
+    monkeypatch.setattr(backend, "search", recorded)
+    x, w = inputs(3)
+    options = {"cpu": "interpret", "budget": 2, "cache_dir": "none"}
+    compiled = torch.compile(
+        lambda x, w: torch.exp(x @ w), backend="mirage", options=options
+    )
+    torch.testing.assert_close(compiled(x, w), torch.exp(x @ w), rtol=1e-4, atol=1e-5)
+    assert [{k: o[k] for k in ("budget", "cache_dir")} for o in seen] == [
+        {"budget": 2, "cache_dir": "none"}
+    ]

@@ -636,3 +636,19 @@ def test_decoder_layer_captures_without_edits_and_matches_torch():
     with torch.no_grad():
         out = MirageFunction(captured)(x)
         assert float((out - layer(x)).norm() / layer(x).norm()) < 1e-5
+
+
+GLOBAL_LINEAR = torch.nn.Linear(8, 4)
+
+
+def test_functions_reading_modules_from_closures_and_globals_capture():
+    closed = torch.nn.Linear(4, 2)
+
+    def two_layers(x):
+        return closed(torch.relu(GLOBAL_LINEAR(x)))
+
+    x = torch.randn(3, 8)
+    captured = capture_program(two_layers, [x])
+    assert kernel_ops(captured.module).count("kernel.matmul") == 2
+    with torch.no_grad():
+        torch.testing.assert_close(MirageFunction(captured)(x), two_layers(x))
