@@ -8,6 +8,7 @@ finite-field verifier, cheapest first (:func:`verified`).
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -48,8 +49,10 @@ def verified(
     want: int,
     options: SearchOptions,
     report: Report,
+    deadline: float = math.inf,
 ) -> list[Candidate]:
-    """The first ``want`` of ``ranked`` that the verifier accepts.
+    """The first ``want`` of ``ranked`` that the verifier accepts, or those
+    accepted by ``deadline`` (no wave starts after it).
 
     Verdicts are taken in rank order, so the answer is the same as verifying
     one by one. When one verdict takes long (full shapes, many blocks) and
@@ -65,6 +68,9 @@ def verified(
     executor = None
     try:
         while position < len(ranked) and len(out) < want:
+            if time.monotonic() > deadline:
+                report.stopped = report.stopped or "budget"
+                break
             width = _wave_width(executor, want - len(out), options)
             wave = ranked[position : position + width]
             position += len(wave)

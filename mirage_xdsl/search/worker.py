@@ -10,6 +10,7 @@ instantiation is screened on random float inputs. The result is a
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,9 @@ class Worker:
         found: list[Candidate] = []
         failures: list[str] = []
         for plan in plans:
+            if time.monotonic() > deadline:
+                result.stats.stopped = True
+                break
             best = instantiate(
                 plan,
                 g.program.name,
