@@ -89,3 +89,30 @@ def test_a_segmented_search_ends_within_its_budget():
     assert count > 3 and len(shares) == count
     searched = [x for x in lines if x.startswith("superoptimize @DecoderLayer_s")]
     assert len(searched) >= count
+
+
+def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
+    from mirage_xdsl.search.ranking import measured_pick
+    from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.ugraph import from_function
+
+    graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
+    pool = [(3.0, graph), (2.0, graph), (1.0, graph)]
+    timed: list[object] = []
+    prepared: list[int] = []
+
+    class Measure:
+        def prepare(self, modules):
+            prepared.append(len(modules))
+
+        def __call__(self, module):
+            timed.append(module)
+            return 4.0 - len(timed)
+
+    report = Report("gqa")
+    cost, _ = measured_pick(pool, Measure(), report, time.monotonic() - 1, 2)
+    assert len(timed) == 2 and prepared == [2] and cost == 2.0
+    assert report.stopped == "budget" and len(report.measured) == 2
+    timed.clear()
+    assert measured_pick(pool, Measure(), Report("gqa"))[0] == 1.0
+    assert len(timed) == 3

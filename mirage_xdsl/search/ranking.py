@@ -89,7 +89,7 @@ def pick(
     ]
     pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is not None:
-        return measured_pick(pool, measure, report, deadline)
+        return measured_pick(pool, measure, report, deadline, 1 + len(defaults))
     return min(pool, key=lambda x: (x[0], x[1].kernels))
 
 
@@ -186,20 +186,25 @@ def measured_pick(
     measure: Measure,
     report: Report,
     deadline: float = math.inf,
+    always: int = 1,
 ) -> tuple[float, UGraph]:
     """Time every candidate (the input first) and keep the fastest; past
-    ``deadline`` only the input is still timed. A measure with ``prepare``
-    gets every candidate first, to compile them all at once. What a measure
-    could not build or run goes to the report's ``failures``."""
+    ``deadline`` only the first ``always`` (the input and the default
+    builds) are still timed. A measure with ``prepare`` gets every candidate
+    it will time first, to compile them all at once. What a measure could
+    not build or run goes to the report's ``failures``."""
     from mirage_xdsl.ir.printing import module_text
 
     describe = getattr(measure, "describe", None)
     timed = []
+    if time.monotonic() > deadline and len(pool) > always:
+        pool = pool[:always]
+        report.stopped = report.stopped or "budget"
     modules = [to_module(graph) for _, graph in pool]
     if prepare := getattr(measure, "prepare", None):
         prepare(modules)
     for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
-        if i and time.monotonic() > deadline:
+        if i >= always and time.monotonic() > deadline:
             report.stopped = report.stopped or "budget"
             break
         seconds = measure(module)
