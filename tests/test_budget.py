@@ -116,3 +116,28 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
     timed.clear()
     assert measured_pick(pool, Measure(), Report("gqa"))[0] == 1.0
     assert len(timed) == 3
+
+
+def test_a_segmented_search_shows_each_segment_its_share_and_the_best(monkeypatch):
+    from test_partition import heads_program
+
+    import mirage_xdsl.search as search
+    from mirage_xdsl.search.progress import Progress
+
+    stream = io.StringIO()
+
+    class Shown(Progress):
+        def __init__(self) -> None:
+            super().__init__(stream, enabled=True)
+
+        def update(self, text: str, force: bool = False) -> None:
+            super().update(text, force=True)
+
+    monkeypatch.setattr(search, "Progress", Shown)
+    superoptimize(heads_program(), budget=20, jobs=1, cache_dir="none", log=None)
+    lines = [x.strip() for x in stream.getvalue().split("\r") if x.strip()]
+    for i in (1, 2, 3):
+        shown = [x for x in lines if f"segment {i}/3 @heads_s" in x]
+        assert shown, lines
+        assert any("% of the budget" in x for x in shown)
+    assert any("best " in x and " us" in x for x in lines)

@@ -187,7 +187,7 @@ class _Segment:
     def _search(self, fn: func.FuncOp, budget: float, progress: Progress):
         progress.stage = (
             f"segment {self.index + 1}/{self.count} @{fn.sym_name.data} "
-            f"({budget:.0f} s of {self.shares.weights[self.index]:.0%})"
+            f"({budget:.1f} s, {self.shares.weights[self.index]:.0%} of the budget)"
         )
         return superoptimize_function(
             fn,
