@@ -96,6 +96,12 @@ class CastOp(t.CastBase):
 
 
 @irdl_op_definition
+class BroadcastOp(t.BroadcastBase):
+    name = "kernel.broadcast"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class AllReduceOp(IRDLOperation):
     """Sum over the shards of a tensor-parallel program: each of the ``shards``
     copies of the program contributes its value of ``input`` and receives the
@@ -263,6 +269,7 @@ Kernel = Dialect(
         ReshapeOp,
         SliceOp,
         ConcatOp,
+        BroadcastOp,
         CastOp,
         AllReduceOp,
         CustomizedOp,

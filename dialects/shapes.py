@@ -125,6 +125,22 @@ def concat(lhs: Sequence[int], rhs: Sequence[int], dim: int) -> Shape:
     )
 
 
+def expand(shape: Sequence[int], new: Sequence[int]) -> Shape:
+    """Result shape of stretching ``shape`` to ``new`` by numpy's rules: each
+    dim (aligned at the back) is kept or is 1; missing leading dims are added."""
+    if len(new) < len(shape):
+        raise ShapeError(
+            f"broadcast to rank {len(new)} loses dims of a rank {len(shape)} tensor"
+        )
+    for i, (a, b) in enumerate(zip(lift(shape, len(new)), new, strict=True)):
+        if a != b and a != 1:
+            raise ShapeError(
+                f"dimension {i} of size {a} cannot be broadcast to {b}; only "
+                "size-1 dims stretch"
+            )
+    return tuple(new)
+
+
 def slice_(shape: Sequence[int], dim: int, start: int, end: int) -> Shape:
     """Result shape of taking elements ``[start, end)`` of ``dim``."""
     if not 0 <= dim < len(shape):

@@ -339,6 +339,28 @@ class SliceBase(TensorOp):
         return shapes.slice_(tensor_shape(self.input), *self.window)
 
 
+class BroadcastBase(TensorOp):
+    """A tensor stretched along its size-1 dims, numpy's ``broadcast_to``:
+    a layout change (``torch.expand`` of a computed tensor; attention's
+    ``repeat_kv``). Every element keeps its value; the lowering writes each
+    stretched copy from one tile."""
+
+    KIND: ClassVar[str] = "broadcast"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: tuple[int, ...]):
+        input = SSAValue.get(input)
+        new = shapes.expand(tensor_shape(input), shape)
+        super().__init__(operands=[input], result_types=[result_type_like(input, new)])
+
+    def verify_shape(self) -> tuple[int, ...]:
+        return shapes.expand(tensor_shape(self.input), tensor_shape(self.result))
+
+
 class CastBase(TensorOp):
     """The same values in another float element type: f16, bf16, f32.
 
@@ -519,7 +541,9 @@ ELEMENTWISE_UNARY_KINDS = kinds(Form.UNARY)
 BINARY_KINDS = kinds(Form.BINARY)
 SCALAR_KINDS = kinds(Form.SCALAR)
 """Element-wise ops with a float constant; each reads ``op.value``."""
-LAYOUT_KINDS = kinds(Form.TRANSPOSE, Form.RESHAPE, Form.SLICE, Form.CONCAT, Form.CAST)
+LAYOUT_KINDS = kinds(
+    Form.TRANSPOSE, Form.RESHAPE, Form.SLICE, Form.CONCAT, Form.BROADCAST, Form.CAST
+)
 """Ops that move elements without computing: the search works between them
 (at the kernel level; ``block.concat`` is the search's own)."""
 REDUCE_KINDS = kinds(Form.REDUCTION)

@@ -40,6 +40,7 @@ from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.gpu_target import H100, Target
 from mirage_xdsl.ir.builder import BlockGraph, lift, new_threadblock_graph
+from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.split_k import (
     blocks_to_aim_for,
@@ -297,6 +298,32 @@ def copy(op: kernel.SliceOp | kernel.CastOp) -> BlockGraph:
     return bg
 
 
+def broadcast(op: kernel.BroadcastOp) -> BlockGraph:
+    """Each stretched dim gets a grid dim of its size: every block along it
+    reads the same tile and writes its own copy (``block.output`` places it
+    by the omap). The other dims are tiled with the grid dims left."""
+    out = t.tensor_shape(op.result)
+    rank = len(out)
+    source = lift(op.input, rank)
+    stretched = [d for d in range(rank) if source[d] != out[d]]
+    if len(stretched) > 3:
+        raise OpVerifyError(
+            op,
+            f"'{op.name}' stretches {len(stretched)} dims; the default lowering "
+            "gives each a grid dim, and a grid has three",
+        )
+    rest = [d for d in range(rank) if d not in stretched][::-1]
+    tile = tuple(1 if d in stretched else n for d, n in enumerate(out))
+    factors = split_dims(tile, rest, tile_target(prod(out)), {rank - 1: 64})
+    factors = dict(list(factors.items())[: 3 - len(stretched)])
+    factors.update({d: out[d] for d in stretched})
+    grid, dims = grid_of(factors, [*stretched, *rest])
+    bg = new_threadblock_graph(grid, THREADS, 1)
+    imap = [-1 if d in stretched else d for d in dims]
+    bg.new_output(bg.new_input(op.input, imap, -1, rank), dims)
+    return bg
+
+
 def concat(op: kernel.ConcatOp) -> BlockGraph:
     """The grid tiles every dim but the joined one; each block reads both
     pieces of its rows and joins them (``block.concat``)."""
@@ -321,6 +348,7 @@ PARTITIONS: dict[str, Callable[..., BlockGraph]] = {
     "transpose": transpose,
     "slice": copy,
     "cast": copy,
+    "broadcast": broadcast,
     "concat": concat,
 }
 """Default partition of each kernel op, by ``KIND`` (``kernel.reshape`` is no

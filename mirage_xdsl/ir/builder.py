@@ -139,6 +139,13 @@ class KernelGraph(_Builder):
         """``a`` in row-major order with another shape of as many elements."""
         return self._add(kernel.ReshapeOp(a, tuple(shape)))
 
+    def broadcast(self, a: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """``a`` stretched to ``shape`` along its size-1 dims (and new leading
+        ones), numpy's ``broadcast_to`` (``torch.expand``)."""
+        return self._add(kernel.BroadcastOp(a, tuple(shape)))
+
+    expand = broadcast
+
     def cast(self, a: SSAValue, dtype: Attribute) -> SSAValue:
         """``a``'s values stored as ``dtype`` (``float16``, ``bfloat16`` or
         ``float32``); kernels compute in fp32, so only the storage changes."""

@@ -41,6 +41,8 @@ class Form(enum.Enum):
     CONCAT = "concat"
     SLICE = "slice"
     """One tensor in, the elements ``[start, end)`` of one ``dim`` out."""
+    BROADCAST = "broadcast"
+    """One tensor in, stretched along size-1 (or missing leading) dims."""
     CAST = "cast"
     """One tensor in, the same values in another float element type."""
     TRANSPOSE = "transpose"

@@ -336,6 +336,12 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
         levels=("kernel", "block"),
     ),
     OpSpec(
+        "broadcast",
+        Form.BROADCAST,
+        "A tensor stretched along its size-1 dims (torch expand): a layout change.",
+        levels=("kernel",),
+    ),
+    OpSpec(
         "cast",
         Form.CAST,
         "The same values in another float element type (f16, bf16, f32).",

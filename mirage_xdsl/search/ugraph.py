@@ -130,6 +130,8 @@ def result_shape(kind: str, operands: Sequence[Shape], attrs: Attrs) -> Shape:
         return shapes.reshape(operands[0], a["shape"])
     if kind == "slice":
         return shapes.slice_(operands[0], a["dim"], a["start"], a["end"])
+    if kind == "broadcast":
+        return shapes.expand(operands[0], a["shape"])
     if len(operands) == 2:
         return shapes.broadcast(operands[0], operands[1])
     return operands[0]
@@ -186,6 +188,8 @@ def _apply(builder: Any, op: Op, args: list[SSAValue]) -> SSAValue:
         return builder.slice(args[0], *(op.attr(a) for a in ("dim", "start", "end")))
     if op.kind == "cast":
         return builder.cast(args[0], _element_type(op.attr("dtype")))
+    if op.kind == "broadcast":
+        return builder.broadcast(args[0], op.attr("shape"))
     return getattr(builder, op.kind)(*args, *constant_args(op))
 
 
@@ -320,7 +324,7 @@ def _attrs(op: Any) -> Attrs:
         return (("reduction", op.reduction),)
     if op.KIND == "transpose":
         return tuple(zip(("dim0", "dim1"), op.dims, strict=True))
-    if op.KIND == "reshape":
+    if op.KIND in ("reshape", "broadcast"):
         return (("shape", t.tensor_shape(op.result)),)
     if op.KIND == "slice":
         return tuple(zip(("dim", "start", "end"), op.window, strict=True))

@@ -107,7 +107,8 @@ def _tensor_op(
 
 
 def layout(op: t.TensorOp, x: Any) -> Any:
-    """A transpose, reshape, slice or cast, on arrays and residues alike.
+    """A layout op (transpose, reshape, slice, broadcast, cast), on arrays and
+    residues alike.
 
     A transpose swaps its dims counted from the back, so a block-batched tile
     (leading grid and iteration axes) swaps the same two; a reshape and a
@@ -120,6 +121,8 @@ def layout(op: t.TensorOp, x: Any) -> Any:
         return window(x, *op.window)  # type: ignore[attr-defined]
     if op.KIND == "cast":  # values are fp32 (or field elements) at every type
         return x
+    if op.KIND == "broadcast":
+        return np.broadcast_to(x, shape)
     a, b = (d - len(shape) for d in op.dims)  # type: ignore[attr-defined]
     return x.swapaxes(a, b)
 

@@ -282,12 +282,12 @@ class _Walk:
     def layout(self, op: t.TensorOp, a: Deg, shape) -> Deg:
         """Moving elements keeps every degree. A transpose swaps the axes its
         facts hold along; a slice keeps them (they hold on any part), and so
-        does a cast (the identity in the field); after a
-        reshape none is assumed to hold (a larger common denominator, so a
+        does a cast (the identity in the field); after a reshape or a
+        broadcast none is assumed to hold (a larger common denominator, so a
         larger, still valid, bound)."""
         if op.KIND in ("slice", "cast"):  # a cast is the identity in the field
             return replace(a, shape=tuple(shape))
-        if op.KIND == "reshape":
+        if op.KIND in ("reshape", "broadcast"):
             return replace(
                 a, shape=tuple(shape), den_fixed=frozenset(), atoms_fixed=frozenset()
             )

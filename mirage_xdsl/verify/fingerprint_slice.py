@@ -184,6 +184,7 @@ RING_KINDS = frozenset(k for k, steps in STEPS.items() if steps <= RING_STEPS) |
     "reshape",
     "slice",
     "cast",
+    "broadcast",
 }
 """Ops computed component by component (the element-wise ones whose field
 formula takes ring steps only; layouts move both alike), which can leave Z_p

@@ -140,6 +140,8 @@ ABSTRACT_EXPRS: dict[str, ExprRule] = {
     # search never sees them: it works on the segments between them.)
     "transpose": lambda xs, shapes, attrs: xs[0],
     "reshape": lambda xs, shapes, attrs: xs[0],
+    "broadcast": lambda xs, shapes, attrs: xs[0],
+    "cast": lambda xs, shapes, attrs: xs[0],
     "slice": lambda xs, shapes, attrs: slice_expr(
         xs[0], _dim(attrs) - len(shapes[0]), int(attrs["start"]), int(attrs["end"])
     ),
