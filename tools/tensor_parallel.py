@@ -28,6 +28,11 @@ Run with one process per GPU:
 
 or ``python tools/tensor_parallel.py --out $OUT``, which starts the two
 processes itself. Writes tensor_parallel.json and tensor_parallel.md to --out.
+
+Both programs are searched with the same options (``--segment-ops`` sets the
+search's segment size for both); the table gives each one's kernel count.
+``--dry-run`` runs the same steps without a GPU, on small shapes: two CPU
+processes joined by gloo, every stage in the interpreter, nothing timed.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -48,29 +55,45 @@ from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.runtime.distributed import ShardRunner, join_group, spawn
 from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.semantics.sharding import REPLICATE, Shard
 from mirage_xdsl.torch.blocks import DecodeAttention, GatedMLP, initialise
 from mirage_xdsl.torch.parallel import TensorParallel, tensor_parallel
 
-HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, KEYS = 4096, 14336, 32, 8, 128, 1024
 BANDWIDTH = 3.0e12
 """Bytes per second one H100 reads (the floor: bytes ÷ this)."""
 TOLERANCE = 2e-2
 """Relative L2 error allowed against torch's fp16 result."""
 
 
-def block(name: str, batch: int):
+@dataclass(frozen=True)
+class Shapes:
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    keys: int
+
+
+LLAMA_3_8B = Shapes(4096, 14336, 32, 8, 128, 1024)
+SMALL = Shapes(64, 128, 4, 2, 16, 32)
+"""The dry run's shapes."""
+
+
+def block(name: str, batch: int, shapes: Shapes = LLAMA_3_8B):
     """The module, its unsharded example inputs and their placements."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(batch, HIDDEN, generator=g).half()
+    x = torch.randn(batch, shapes.hidden, generator=g).half()
     if name == "mlp":
-        module = initialise(GatedMLP(HIDDEN, FFN)).half()
+        module = initialise(GatedMLP(shapes.hidden, shapes.ffn)).half()
         return module, [x], [REPLICATE]
-    module = initialise(DecodeAttention(HIDDEN, HEADS, KV_HEADS, HEAD_DIM)).half()
-    cache = [
-        torch.randn(batch, KV_HEADS, KEYS, HEAD_DIM, generator=g).half()
-        for _ in range(2)
-    ]
+    module = DecodeAttention(
+        shapes.hidden, shapes.heads, shapes.kv_heads, shapes.head_dim
+    )
+    module = initialise(module).half()
+    cache_shape = (batch, shapes.kv_heads, shapes.keys, shapes.head_dim)
+    cache = [torch.randn(cache_shape, generator=g).half() for _ in range(2)]
     return module, [x, *cache], [REPLICATE, Shard(1), Shard(1)]
 
 
@@ -83,9 +106,9 @@ def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
-def slowest(value: float) -> float:
+def slowest(value: float, device: torch.device) -> float:
     """The largest of every process's ``value``."""
-    t = torch.tensor([value], device="cuda")
+    t = torch.tensor([value], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
 
@@ -97,16 +120,27 @@ def share_text(text: str | None) -> str:
     return box[0]  # type: ignore[return-value]
 
 
-def searched(module, cap: float, rank: int) -> tuple[str, float]:
+def searched(module, args, rank: int) -> tuple[str, float]:
     """The search's pick for ``module`` (found on rank 0), as text on every
-    rank, and the search's seconds."""
+    rank, and the search's seconds. Every program is searched with the same
+    options."""
     start = time.monotonic()
     text = None
     if rank == 0:
         from mirage_xdsl.torch.function import search
 
-        text = module_text(search(module, budget=cap) if cap > 0 else module)
+        options = {"budget": args.search_cap}
+        if args.segment_ops:
+            options["segment_ops"] = args.segment_ops
+        text = module_text(search(module, **options) if args.search_cap > 0 else module)
     return share_text(text), time.monotonic() - start
+
+
+def kernels(text: str) -> int:
+    """Kernel launches of a program: its kernel ops but reshapes and sums."""
+    fn = entry_function(parse(make_context(), text, "<program>"))
+    skip = ("func.return", "kernel.reshape", "kernel.all_reduce")
+    return sum(op.name not in skip for op in fn.body.block.ops)
 
 
 def timed(
@@ -158,69 +192,111 @@ def check(
     return worst
 
 
-def run_config(name: str, batch: int, args, rank: int, timer: GraphTimer) -> dict:
-    module, xs, placements = block(name, batch)
-    tp = tensor_parallel(module, dist.get_world_size(), xs, placements)
-    row: dict = {"block": name, "batch": batch, "shards": tp.shards}
-    if rank == 0:
-        verdict = tp.verify()
-        row["verified"] = bool(verdict)
-        row["verdict"] = (
-            f"{verdict.reason} (false-positive bound {verdict.false_positive_bound:.1e})"
+def nbytes(xs: Sequence[torch.Tensor]) -> int:
+    return sum(x.numel() * x.element_size() for x in xs)
+
+
+class Config:
+    """One block at one batch size, on this process's device."""
+
+    def __init__(self, name: str, batch: int, args, rank: int):
+        self.args, self.rank = args, rank
+        self.device = torch.device(
+            "cpu" if args.dry_run else f"cuda:{torch.cuda.current_device()}"
         )
-    shard_text, row["search_s_shard"] = searched(
-        tp.program.module, args.search_cap, rank
-    )
-    tp.program.module = parse(make_context(), shard_text, "<shard>")
-    full_text, row["search_s_one_gpu"] = searched(
-        tp.reference.module, args.search_cap, rank
-    )
+        shapes = SMALL if args.dry_run else LLAMA_3_8B
+        module, xs, placements = block(name, batch, shapes)
+        self.tp = tensor_parallel(module, dist.get_world_size(), xs, placements)
+        self.row: dict = {"block": name, "batch": batch, "shards": self.tp.shards}
+        self.module = module.to(self.device)
+        self.xs = [x.to(self.device) for x in xs]
+        self.want = [y.detach() for y in flat(self.module(*self.xs))]
 
-    device = torch.device("cuda", torch.cuda.current_device())
-    gpu_xs = [x.to(device) for x in xs]
-    want = [y.detach() for y in flat(module.to(device)(*gpu_xs))]
-    shard_args = [x.to(device) for x in tp.shard_inputs(rank, *xs)]
-    runner = ShardRunner(tp.program, backend=args.backend)
-    row["error_tp"] = slowest(check(runner(*shard_args), want, tp, rank))
-    row["bytes_per_gpu"] = sum(x.numel() * x.element_size() for x in shard_args)
-    torch_shard = tp.modules[rank].to(device)
-    torch_shard_xs = shard_args[: len(xs)]
-    row["error_torch_tp"] = slowest(
-        check(flat(torch_shard(*torch_shard_xs)), want, tp, rank)
-    )
+    def slowest(self, value: float) -> float:
+        return slowest(value, self.device)
 
-    methods = {
-        "ours_tp": lambda: runner(*shard_args),
-        "torch_tp": lambda: torch_shard(*torch_shard_xs),
-    }
-    for key, call in methods.items():
-        us, mode = timed(timer, call, args.reps)
-        row[key], row[f"{key}_mode"] = slowest(us), mode
-    if rank == 0:
-        import mirage_xdsl
-
-        one = mirage_xdsl.compile(
-            parse(make_context(), full_text, "<one gpu>"), backend=args.backend
+    def prepare(self) -> None:
+        """Verify (rank 0), search, and build every method."""
+        tp, row = self.tp, self.row
+        if self.rank == 0:
+            verdict = tp.verify()
+            bound = verdict.false_positive_bound
+            row["verified"] = bool(verdict)
+            row["verdict"] = f"{verdict.reason} (false-positive bound {bound:.1e})"
+        shard_text, row["search_s_shard"] = searched(
+            tp.program.module, self.args, self.rank
         )
-        one_args = [*gpu_xs, *(p.to(device) for p in tp.reference.parameters)]
-        ours = flat(one(*one_args))
+        row["kernels_shard"] = kernels(shard_text)
+        tp.program.module = parse(make_context(), shard_text, "<shard>")
+        self.one_text, row["search_s_one_gpu"] = searched(
+            tp.reference.module, self.args, self.rank
+        )
+        row["kernels_one_gpu"] = kernels(self.one_text)
+        self.shard_args = [
+            x.to(self.device) for x in tp.shard_inputs(self.rank, *self.xs)
+        ]
+        self.runner = ShardRunner(tp.program, backend=self.args.backend)
+        self.torch_shard = tp.modules[self.rank].to(self.device)
+        self.torch_args = self.shard_args[: len(self.xs)]
+        row["bytes_per_gpu"] = nbytes(self.shard_args)
+        row["floor_tp"] = row["bytes_per_gpu"] / BANDWIDTH * 1e6
+
+    def check_two_gpus(self) -> None:
+        ours = self.runner(*self.shard_args)
+        row = self.row
+        row["error_tp"] = self.slowest(check(ours, self.want, self.tp, self.rank))
+        theirs = flat(self.torch_shard(*self.torch_args))
+        row["error_torch_tp"] = self.slowest(
+            check(theirs, self.want, self.tp, self.rank)
+        )
+
+    def time_two_gpus(self, timer: GraphTimer) -> None:
+        methods = {
+            "ours_tp": lambda: self.runner(*self.shard_args),
+            "torch_tp": lambda: self.torch_shard(*self.torch_args),
+        }
+        for key, call in methods.items():
+            us, mode = timed(timer, call, self.args.reps)
+            self.row[key], self.row[f"{key}_mode"] = self.slowest(us), mode
+
+    def one_gpu(self, timer: GraphTimer | None) -> None:
+        """Rank 0 only: the unsharded program, checked and timed."""
+        module = parse(make_context(), self.one_text, "<one gpu>")
+        params = [p.to(self.device) for p in self.tp.reference.parameters]
+        args = [*self.xs, *params]
+        row = self.row
+        row["floor_one_gpu"] = nbytes(args) / BANDWIDTH * 1e6
+        if timer is None:  # the dry run: the interpreter
+            arrays = [a.float().numpy() for a in args]
+            outs = run(module, arrays)
+            ours = [
+                torch.from_numpy(np.require(y, np.float32, ["C", "W"])) for y in outs
+            ]
+        else:
+            import mirage_xdsl
+
+            one = mirage_xdsl.compile(module, backend=self.args.backend)
+            ours = flat(one(*args))
+            row["ours_one_gpu"] = timer.per_call_us([lambda: one(*args)], BATCH)
+            row["torch_one_gpu"] = timer.per_call_us(
+                [lambda: self.module(*self.xs)], BATCH
+            )
         row["error_one_gpu"] = max(
-            rel_error(a, b) for a, b in zip(ours, want, strict=True)
+            rel_error(a, b) for a, b in zip(ours, self.want, strict=True)
         )
-        for key, call in {
-            "ours_one_gpu": lambda: one(*one_args),
-            "torch_one_gpu": lambda: module(*gpu_xs),
-        }.items():
-            row[key] = timer.per_call_us([call], BATCH)
-            row[f"{key}_mode"] = "graph"
-        row["floor_one_gpu"] = (
-            sum(x.numel() * x.element_size() for x in one_args) / BANDWIDTH * 1e6
-        )
-    row["floor_tp"] = row["bytes_per_gpu"] / BANDWIDTH * 1e6
-    row["correct"] = all(
-        row.get(k, 0.0) <= TOLERANCE
-        for k in ("error_tp", "error_torch_tp", "error_one_gpu")
-    )
+
+
+def run_config(name: str, batch: int, args, rank: int, timer) -> dict:
+    config = Config(name, batch, args, rank)
+    config.prepare()
+    config.check_two_gpus()
+    if timer is not None:
+        config.time_two_gpus(timer)
+    if rank == 0:
+        config.one_gpu(timer)
+    row = config.row
+    errors = ("error_tp", "error_torch_tp", "error_one_gpu")
+    row["correct"] = all(row.get(k, 0.0) <= TOLERANCE for k in errors)
     dist.barrier()
     return row
 
@@ -235,14 +311,19 @@ def cell(row: dict, key: str) -> str:
     return fmt(row.get(key)) + (" (eager)" if eager else "")
 
 
+def ratio(num: float | None, den: float | None) -> str:
+    return "—" if num is None or not den else f"{num / den:.2f}x"
+
+
 def markdown(rows: list[dict], device: str) -> str:
     lines = [
         f"Tensor parallel over {rows[0]['shards']} GPUs ({device}), fp16, µs per step "
         "(CUDA graph, L2 flushed, median; two-GPU times are the slower GPU's)",
         "",
         "| block | batch | ours TP | torch TP | ours 1 GPU | torch 1 GPU | floor TP / 1 GPU "
-        "| TP speed-up over ours 1 GPU | ours TP vs torch TP | verified | correct |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| kernels TP / 1 GPU | TP speed-up over ours 1 GPU | ours TP vs torch TP "
+        "| verified | correct |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
@@ -250,8 +331,9 @@ def markdown(rows: list[dict], device: str) -> str:
             f"| {cell(r, 'torch_tp')} | {cell(r, 'ours_one_gpu')} "
             f"| {cell(r, 'torch_one_gpu')} "
             f"| {fmt(r['floor_tp'])} / {fmt(r['floor_one_gpu'])} "
-            f"| {r['ours_one_gpu'] / r['ours_tp']:.2f}x "
-            f"| {r['torch_tp'] / r['ours_tp']:.2f}x "
+            f"| {r['kernels_shard']} / {r['kernels_one_gpu']} "
+            f"| {ratio(r.get('ours_one_gpu'), r.get('ours_tp'))} "
+            f"| {ratio(r.get('torch_tp'), r.get('ours_tp'))} "
             f"| {'yes' if r['verified'] else 'NO'} | {'yes' if r['correct'] else 'NO'} |"
         )
     return "\n".join(lines) + "\n"
@@ -273,23 +355,36 @@ def main(argv: list[str] | None = None) -> int:
         default=15.0,
         help="seconds per search; 0: no search",
     )
+    parser.add_argument(
+        "--segment-ops",
+        type=int,
+        default=0,
+        help="the search's segment-ops option for every program (0: its default)",
+    )
     parser.add_argument("--backend", default="auto", choices=["auto", "triton", "cuda"])
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument(
         "--shards", type=int, default=2, help="GPUs, when not under torchrun"
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: small shapes, gloo, the interpreter, nothing timed",
+    )
     args = parser.parse_args(argv)
+    backend = "gloo" if args.dry_run else "nccl"
     if "RANK" not in os.environ:
-        spawn(_worker, args.shards, args, backend="nccl")
+        spawn(_worker, args.shards, args, backend=backend)
         return 0
-    join_group("nccl")
+    join_group(backend)
     _worker(dist.get_rank(), args)
     dist.destroy_process_group()
     return 0
 
 
 def _worker(rank: int, args) -> None:
-    timer = GraphTimer(reps=args.reps)
+    timer = None if args.dry_run else GraphTimer(reps=args.reps)
+    device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()
     rows = []
     start = time.monotonic()
     for name in args.blocks:
@@ -299,16 +394,12 @@ def _worker(rank: int, args) -> None:
                 print(f"{name} b{batch}: {json.dumps(rows[-1])}", flush=True)
     if rank != 0:
         return
-    table = markdown(rows, torch.cuda.get_device_name())
+    table = markdown(rows, device)
     print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tensor_parallel.md").write_text(table)
-    summary = {
-        "rows": rows,
-        "seconds": time.monotonic() - start,
-        "device": torch.cuda.get_device_name(),
-    }
+    summary = {"rows": rows, "seconds": time.monotonic() - start, "device": device}
     (out / "tensor_parallel.json").write_text(json.dumps(summary, indent=2))
 
 
