@@ -7,6 +7,7 @@
 - ``rebuild``: a program rebuilt for new input shapes.
 - ``dot``: Graphviz pictures (``-t dot``).
 - ``union_find``: which dims of which values must agree.
+- ``collectives``: a tensor-parallel shard's program cut at its all-reduces.
 
 Everything here builds on :mod:`mirage_xdsl.dialects` and on nothing above it.
 """

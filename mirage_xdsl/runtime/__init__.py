@@ -10,6 +10,8 @@ when a GPU is visible) or to CUDA C through NVRTC, and returns a
 - ``triton_backend``, ``triton_compile``, ``autotune``: Triton kernels to cubins,
   with the settings measured on the device.
 - ``compile`` and ``cache``: NVRTC and the on-disk cubin cache.
+- ``distributed`` (imports torch): a tensor-parallel program, one process per
+  GPU, NCCL between its stages.
 - ``timer`` and ``measure``: timing as the benchmark does (CUDA graphs, L2
   flushed, the flush subtracted, the median), for the search's measured
   selection, one timing per GPU at a time (``device_lock``), checked, and

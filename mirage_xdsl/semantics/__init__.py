@@ -4,4 +4,6 @@
   semantics, over a value domain.
 - ``domain``: the float domain (the finite-field one is the verifier's).
 - ``inputs``: input shapes and seeded random inputs.
+- ``sharding``: tensor-parallel programs, their placements, and all their
+  shards run in one process.
 """

@@ -5,6 +5,7 @@
   ``finite_field_torch`` its array steps in numpy and torch.
 - ``fingerprint_slice``: which residues a program needs.
 - ``fingerprint_bound``: the degree bounds the verdict's bound is built from.
+- ``sharded``: a tensor-parallel program against the unsharded one.
 - ``mutants``: edits that change what a program computes, all of which the
   verifier must reject.
 """
