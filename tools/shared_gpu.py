@@ -10,8 +10,12 @@ timing holds the GPU's lock (``runtime/device_lock.py``) and is checked
 alone; before those checks, three searches side by side returned 0.0 µs for
 most candidates.
 
-  python tools/shared_gpu.py                      # about 5 minutes on an H100
+  python tools/shared_gpu.py                      # at most --timeout, 450 s
   python tools/shared_gpu.py --searches 2 --budget 3 --only gqa lora
+
+--timeout is split between the phases (:func:`phase_shares`); a search
+still running at the end of its share is stopped, and what it finished
+(written after each workload) is compared.
 
 Prints a table per workload and a verdict: whether any timing was at or
 below zero, whether the together runs timed the input (and their picks)
@@ -65,19 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     if not gpu_available():
         print("shared_gpu: no GPU visible to torch and cuda-python")
         return 2
-    deadline = time.monotonic() + args.timeout
+    start = time.monotonic()
+    shares = phase_shares(args.searches)
     work = Path(tempfile.mkdtemp(prefix="shared-gpu-"))
     # compiled kernels and autotuned settings shared by every run: the first
     # run alone compiles, the others time the same binaries
     env = {**os.environ, "MIRAGE_CACHE_DIR": str(work / "cache")}
+    given = argv if argv is not None else sys.argv[1:]
     alone = []
     for k in range(args.searches):
-        (done,) = run([work / f"alone{k}.json"], argv or sys.argv[1:], env, deadline)
+        deadline = start + args.timeout * sum(shares[: k + 1])
+        (done,) = run([work / f"alone{k}.json"], given, env, deadline)
         alone.append(done)
-        print(f"shared_gpu: search {k} alone done", flush=True)
+        print(f"shared_gpu: search {k} alone, {_elapsed(start)}", flush=True)
     paths = [work / f"together{k}.json" for k in range(args.searches)]
-    together = run(paths, argv or sys.argv[1:], env, deadline)
-    print("shared_gpu: searches together done", flush=True)
+    together = run(paths, given, env, start + args.timeout)
+    print(f"shared_gpu: {args.searches} searches together, {_elapsed(start)}")
     rows = compare(names, alone, together, args.tolerance)
     text, ok = render(rows, args)
     print()
@@ -89,6 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "shared_gpu.md").write_text(text + "\n")
     return 0 if ok else 1
+
+
+def phase_shares(searches: int) -> list[float]:
+    """The parts of --timeout for each search alone and for all together:
+    the first alone compiles and tunes every kernel (half as long again as
+    the others), together takes about twice one alone."""
+    weights = [1.5] + [1.0] * (searches - 1) + [2.0]
+    return [w / sum(weights) for w in weights]
+
+
+def _elapsed(start: float) -> str:
+    return f"{time.monotonic() - start:.0f} s in"
 
 
 def run(paths: list[Path], argv: list[str], env: dict, deadline: float) -> list[dict]:
