@@ -13,7 +13,7 @@ from mirage_xdsl.search.partition import Segment, partition
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.workloads import WORKLOADS
 
-SLACK = 1.5
+SLACK = 2.0
 """Seconds a search may run past its budget: the task or verdict under way
 when the deadline passes, and closing the workers."""
 
@@ -71,8 +71,9 @@ def test_a_search_with_a_small_budget_ends_within_it(budget):
 
 
 def test_a_segmented_search_ends_within_its_budget():
-    """A decoder layer's segments on 8 s: each gets its share, and the whole
-    ends within the budget."""
+    """A decoder layer's seven segments on 3 s: each gets its share, and the
+    whole ends within the budget (each search took at least a second, and the
+    whole 4.6 s)."""
     torch = pytest.importorskip("torch")
     from mirage_xdsl.torch import capture
     from mirage_xdsl.torch.models import DecoderLayer
@@ -81,8 +82,8 @@ def test_a_segmented_search_ends_within_its_budget():
     module = capture(layer, [torch.randn(1, 16, 64).half()])
     log = io.StringIO()
     start = time.monotonic()
-    superoptimize(module, budget=8.0, jobs=1, cache_dir="none", log=log)
-    assert time.monotonic() - start <= 8.0 + SLACK
+    superoptimize(module, budget=3.0, jobs=1, cache_dir="none", log=log)
+    assert time.monotonic() - start <= 3.0 + 1.0
     lines = log.getvalue().splitlines()
     count = int(lines[0].split(": ")[1].split(" segment(s)")[0])
     shares = lines[0].split("shares of the budget: ")[1].split(", ")
