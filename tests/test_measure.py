@@ -7,7 +7,7 @@ import pytest
 
 from mirage_xdsl.runtime import api, measure
 from mirage_xdsl.runtime.driver import GpuError
-from mirage_xdsl.runtime.timer import Unreliable
+from mirage_xdsl.runtime.timer import Sample, Unreliable
 
 
 class FakeCompiled:
@@ -26,10 +26,14 @@ class FakeCompiled:
 
 
 class FakeTimer:
+    def __init__(self) -> None:
+        self.last = None
+
     def per_call_us(self, calls, count):
         for call in calls:
             call()
-        return 10.0 if count == 1 else 5.0
+        self.last = Sample(5.0, 4.5, 6.0) if count > 1 else Sample(10.0, 9, 11)
+        return self.last.median
 
 
 def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
@@ -45,7 +49,7 @@ def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
     timings = measure.time_module(
         object(), ("triton", "cuda"), FakeTimer(), failures=failures
     )
-    assert timings == [measure.Timing("triton", 10.0, 5.0)]
+    assert timings == [measure.Timing("triton", 10.0, 5.0, (4.5, 6.0))]
     assert all(c.closed for c in built)  # the refused build is released too
     # ... and why it was left out is kept
     assert failures == [
@@ -66,6 +70,7 @@ def test_a_backend_that_cannot_build_is_reported_by_the_measure(monkeypatch) -> 
     assert gpu(object()) == pytest.approx(5.0e-6)
     described = gpu.describe()
     assert described["backend"] == "triton"
+    assert described["spread_us"] == (4.5, 6.0)  # of the figure that decides
     assert described["failures"] == [
         "cuda build: ValueError: no CUDA C form for op 'x'"
     ]

@@ -99,6 +99,7 @@ def test_no_figure_at_or_below_zero_is_ever_returned(monkeypatch) -> None:
 
 def test_a_wide_spread_is_measured_again() -> None:
     assert Sample(10.0, 4.0, 30.0).problem().startswith("repetitions spread")
+    assert Sample(3.0, 1.0, 6.0).problem().startswith("repetitions spread")
     assert Sample(10.0, 9.0, 12.0).problem() == ""
     # a call of 1 us under a 256 MB flush's jitter: wide in ratio, not in us
     assert Sample(1.0, 0.2, 1.9).problem() == ""

@@ -42,6 +42,8 @@ class Timing:
     """Median µs of one call per replay."""
     batched_us: float
     """Median µs per call with :data:`BATCH` calls per replay."""
+    spread_us: tuple[float, float] | None = None
+    """p10 and p90 of the batched figure's repetitions (``timer.Sample``)."""
 
 
 def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:
@@ -100,7 +102,9 @@ def time_module(
             call()  # a launch the GPU refuses (too much shared memory) fails here
             single = timer.per_call_us([call], 1)
             batched = timer.per_call_us([call], BATCH)
-            out.append(Timing(backend, single, batched))
+            last = getattr(timer, "last", None)
+            spread = (last.p10, last.p90) if last is not None else None
+            out.append(Timing(backend, single, batched, spread))
         except GpuError as e:  # a build the GPU cannot run is no candidate
             failures.append(_failure(f"{backend} run", e))
             continue
@@ -229,6 +233,7 @@ class GpuMeasure:
             "backend": best.backend,
             "time_us": best.batched_us,
             "single_call_us": best.single_us,
+            "spread_us": best.spread_us,
             "by_backend": {t.backend: t.batched_us for t in self.last},
             **failed,
         }

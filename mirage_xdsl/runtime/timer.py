@@ -52,9 +52,10 @@ utilisation sampling window, so a whole-GPU figure read after it holds no
 work of this process)."""
 MAX_SPREAD = 2.0
 """Largest p90/p10 of the repetitions' per-call times accepted..."""
-NOISE_US = 2.0
-"""...unless p90 - p10 is at most this many µs: the jitter of a 256 MB
-flush, which dominates the spread of a call of a few µs."""
+NOISE_US = 4.0
+"""...unless p90 - p10 is at most this many µs: the jitter of two 256 MB
+flushes (each repetition's figure is a difference of two replays), which
+dominates the spread of a call of a few µs."""
 
 
 _LAST_USE = [-float("inf")]
