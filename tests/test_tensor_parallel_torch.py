@@ -116,6 +116,11 @@ def test_plan_errors_are_one_line() -> None:
         shard_module(module, 0, 3)
     with pytest.raises(MirageError, match="'sideways' is neither"):
         shard_module(module, 0, 2, {"*up_proj": "sideways"})
+    module, xs, _ = attention_case()
+    with pytest.raises(
+        MirageError, match="cannot be split into 2 equal pieces along dim 0"
+    ):
+        tensor_parallel(module, 2, xs, [REPLICATE, Shard(0), Shard(1)])
 
 
 def _run_shard(rank: int, program, inputs, expected) -> None:

@@ -80,7 +80,7 @@ def piece(value: Any, placement: Placement, rank: int, shards: int) -> Any:
     """Shard ``rank``'s piece of a whole tensor (an array or fingerprint)."""
     if isinstance(placement, Replicate):
         return value
-    size = value.shape[placement.dim] // shards
+    size = shard_shape(tuple(value.shape), placement, shards)[placement.dim]
     index = [slice(None)] * len(value.shape)
     index[placement.dim] = slice(rank * size, (rank + 1) * size)
     return value[tuple(index)]
