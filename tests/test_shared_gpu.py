@@ -37,6 +37,7 @@ def test_a_child_search_writes_its_timings(tmp_path) -> None:
     assert found["input_us"] > found["pick_us"] > 0
     assert found["pick"] and found["nonpositive"] == [] and found["stopped"] == []
     assert len(found["times_us"]) >= 2
+    assert found["spreads"] == []  # the stand-in gives none
 
 
 def _run(input_us, pick_us, pick="p", stopped=()):
@@ -49,6 +50,7 @@ def _run(input_us, pick_us, pick="p", stopped=()):
                 "pick": pick,
                 "times_us": times,
                 "nonpositive": [t for t in times if t <= 0],
+                "spreads": [[t * 0.9, t * 1.2] for t in times if t > 0],
                 "stopped": list(stopped),
             }
         }
@@ -65,6 +67,7 @@ def test_figures_within_the_tolerance_pass() -> None:
     assert rows[0]["input_within"] and rows[0]["pick_within"]
     text, ok = shared_gpu.render(rows, ARGS)
     assert ok and "timings at or below zero: 0" in text
+    assert "widest p90/p10 of a figure timed: 1.33" in text
 
 
 def test_a_zero_a_drift_or_a_lost_search_fails() -> None:

@@ -171,6 +171,7 @@ def summary(reports) -> dict:
         "pick": _digest(chosen[0]["program"]) if len(chosen) == 1 else None,
         "times_us": times,
         "nonpositive": [t for t in times if t is not None and t <= 0],
+        "spreads": [m["spread_us"] for m in measured if m.get("spread_us")],
         "stopped": [r.stopped for r in reports if r.stopped],
     }
 
@@ -211,6 +212,15 @@ def compare(
                     "GPU unreliable" in " ".join(x.get("stopped", [])) for x in a + t
                 ),
                 "missing": sum(not x for x in a + t),
+                "widest": max(
+                    (
+                        hi / lo
+                        for x in a + t
+                        for lo, hi in x.get("spreads", [])
+                        if lo > 0
+                    ),
+                    default=None,
+                ),
             }
         )
     return rows
@@ -258,6 +268,7 @@ def render(rows: list[dict], args) -> tuple[str, bool]:
     picks = [r["pick_within"] for r in rows]
     fallbacks = sum(r["fallbacks"] for r in rows)
     missing = sum(r["missing"] for r in rows)
+    widest = max((r["widest"] for r in rows if r["widest"]), default=None)
     pct = f"{args.tolerance:.0%}"
     lines += [
         "",
@@ -267,6 +278,8 @@ def render(rows: list[dict], args) -> tuple[str, bool]:
         f"pick timed within {pct} of alone: {picks.count(True)}/{len(rows)} "
         f"workloads ({picks.count(None)} without figures)",
         f"selections the cost model made (GPU not trusted): {fallbacks}",
+        "widest p90/p10 of a figure timed: "
+        + ("-" if widest is None else f"{widest:.2f}"),
         f"searches that did not finish in --timeout: {missing}",
     ]
     ok = nonpositive == 0 and False not in inputs and False not in picks
