@@ -148,12 +148,6 @@ class Remote(cf.Executor):
             future.cancel()
         self.futures.clear()
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if cancel_futures or not wait:
-            self.terminate()
-            return
-        cf.wait(self.futures)
-
 
 def wall_offset() -> float:
     """The wall clock minus this machine's monotonic clock."""
