@@ -328,11 +328,11 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     monkeypatch.setattr(
         ranking,
         "verified",
-        lambda program, ranked, want, options, report: ranked[:want],
+        lambda program, ranked, want, options, report, deadline: ranked[:want],
     )
     timed: list[UGraph] = []
 
-    def measured_pick(pool, measure, report):
+    def measured_pick(pool, measure, report, deadline, always):
         timed.extend(g for _, g in pool)
         return pool[0]
 
