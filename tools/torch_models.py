@@ -20,15 +20,17 @@ outputs, each moved once) over the copy bandwidth measured in the same run
 percentage of it. A table per case gives each segment's search (its share
 of the budget, seconds, kernels, input and chosen time)::
 
-    python tools/torch_models.py [--quick] [--models NAMES] [--total 540]
+    python tools/torch_models.py [--quick] [--models NAMES] [--total 500]
         [--budget 240] [--out DIR]
 
 ``--quick`` runs the 1B, 512-key, batch-1 step only. Searches share
 ``--total`` seconds: each case's budget is what is left over the cases
 left, less what the previous case spent outside its search (compiling and
 timing), capped at ``--budget``. On the H100 with 16 cores the full run
-takes about 9 minutes and ``--quick`` about 6 (a 240 s search, two torch
-compilations, timing). Writes ``torch_models.json`` and ``torch_models.md``.
+takes about 9 minutes (500 s of searches, compilations and timing, plus
+start-up and the bandwidth measurement) and ``--quick`` about 6 (a 240 s
+search, two torch compilations, timing). Writes ``torch_models.json`` and
+``torch_models.md``.
 """
 
 from __future__ import annotations
@@ -326,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(DECODE))
     parser.add_argument("--quick", action="store_true", help=f"only {QUICK}")
-    parser.add_argument("--total", type=float, default=540.0, help="seconds in all")
+    parser.add_argument("--total", type=float, default=500.0, help="seconds in all")
     parser.add_argument("--budget", type=float, default=240.0, help="search cap")
     parser.add_argument("--out", type=Path, default=Path("torch-models-out"))
     args = parser.parse_args(argv)
