@@ -10,8 +10,14 @@
 2. the main process verifies survivors with the finite-field verifier,
    cheapest first, until ``verify_top`` pass; with ``measure`` the verified
    ones are timed on the device and the fastest wins, else the cost model
-   decides (``ranking.py``). The input program is always a candidate, so the
-   result is never slower than the input by the model's account.
+   decides (``ranking.py``). The input program and the other default builds
+   are always candidates, so the result is never slower than the best of
+   them by the model's (or the device's) account.
+
+Generation stops when all but the search's reserve of its budget is spent
+(``budget.reserve``), so what it found can still be verified and timed; the
+choosing keeps to the whole budget. Every phase looks at the clock: making
+the tasks of a depth, costing prefixes, running tasks, verifying, timing.
 
 Results are processed in task order and ties broken by program text, so the
 answer does not depend on the number of workers (when the search finishes
