@@ -64,7 +64,7 @@ def test_unsupported_op_stays_torch_between_ugraphs(caplog, monkeypatch):
 
 def count_ugraph_calls(monkeypatch):
     """A list that grows by one per µGraph call, one entry per compiled graph."""
-    from mirage_xdsl.torch import partition
+    from mirage_xdsl.torch import part as partition
 
     calls = []
     forward = partition.MiragePart.forward

@@ -146,6 +146,12 @@ class Converter:
 
     def run(self) -> ModuleOp:
         """Convert every node; the program returns the graph's outputs."""
+        for out in self.walk():
+            self.graph.mark_output(self.value(out))
+        return self.graph.module()
+
+    def walk(self) -> list[fx.Node]:
+        """Convert every node; the graph's output nodes."""
         outputs: list[Any] = []
         for node in self.fx_graph.nodes:
             if node.op == "call_function":
@@ -155,8 +161,7 @@ class Converter:
         for out in outputs:
             if not isinstance(out, fx.Node):
                 raise CaptureError(f"error: the function returns {out!r}, not a tensor")
-            self.graph.mark_output(self.value(out))
-        return self.graph.module()
+        return outputs
 
     # --- inputs --------------------------------------------------------------
 

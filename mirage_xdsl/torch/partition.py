@@ -33,10 +33,9 @@ from torch.fx.passes.utils.fuser_utils import (
     topo_sort,
 )
 from torch.utils._pytree import tree_flatten
-from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.torch.capture import Captured, Converter
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
+from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
 from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
 
 LAYOUT_OPS = frozenset({"kernel.reshape", "kernel.transpose"})
@@ -131,18 +130,6 @@ def _mutated_later(graph: fx.Graph) -> dict[fx.Node, set[fx.Node]]:
 
 
 @dataclass
-class Part:
-    """One µGraph of a partitioned graph: its nodes and their program."""
-
-    name: str
-    nodes: list[fx.Node]
-    captured: Captured
-    graph_module: fx.GraphModule
-    inputs: tuple[fx.Node, ...]
-    outputs: tuple[fx.Node, ...]
-
-
-@dataclass
 class Account:
     """Where each op of a graph ran: ``parts`` as mirage, ``torch`` as torch
     with the reason for each."""
@@ -187,63 +174,23 @@ def _convert(
 ) -> Part | str | None:
     """The part for ``nodes``; None after marking a refused node (partition
     again); a reason string when the part is not worth a µGraph."""
-    sub, inputs, outputs = fuse_as_graphmodule(
+    sub, inputs, results = fuse_as_graphmodule(
         gm, nodes, name, always_return_tuple=True
     )
     by_name = {n.name: n for n in nodes}
     try:
-        captured = convert_graph(sub, name)
+        captured, outputs = convert_graph(sub, name)
     except CaptureError as e:
         node = by_name.get(e.node.name) if e.node is not None else None
-        if node is None:
-            node = nodes[0]
-        support.refused[node] = e.reason
+        support.refused[node or nodes[0]] = e.reason
         return None
+    part = Part(name, nodes, captured, outputs, sub, tuple(inputs), tuple(results))
     kernel_ops = {
         op.name for op in captured.module.walk() if op.name.startswith("kernel.")
     }
-    if kernel_ops <= LAYOUT_OPS:
+    if kernel_ops <= LAYOUT_OPS or not part.computes():
         return "only layout changes"
-    return Part(name, nodes, captured, sub, tuple(inputs), tuple(outputs))
-
-
-def convert_graph(sub: fx.GraphModule, name: str) -> Captured:
-    """A self-contained ATen graph as a program: its placeholders are the
-    inputs, all of the compute dtype (its first 16-bit float input's, else
-    f32), its outputs a tuple."""
-    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
-    dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
-    narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
-    dtype = DTYPES[narrow[0] if narrow else torch.float32]
-    converter = Converter(sub.graph, name, dtype)
-    converter.bind_inputs()
-    module = converter.run()
-    outputs = next(n for n in sub.graph.nodes if n.op == "output").args[0]
-    _, spec = tree_flatten(tuple(range(len(outputs))))
-    return Captured(module, converter.parameters, spec)
-
-
-class MiragePart(torch.nn.Module):
-    """A part of a torch graph run by mirage: inputs converted to the
-    program's dtype (a boolean mask to 0/1), outputs back to torch's dtypes."""
-
-    def __init__(self, run: Callable[..., Any], module: ModuleOp, outputs: tuple):
-        super().__init__()
-        from mirage_xdsl.semantics.interpreter import entry_function
-        from mirage_xdsl.torch.nodes import torch_dtype
-
-        types = entry_function(module).function_type.inputs.data
-        self.run = run
-        self.input_dtypes = [torch_dtype(t.element_type) for t in types]  # type: ignore[attr-defined]
-        self.output_dtypes = [o.meta["val"].dtype for o in outputs]
-
-    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        args = [
-            x.to(dtype).contiguous()
-            for x, dtype in zip(inputs, self.input_dtypes, strict=False)
-        ]
-        outs = self.run(*args)
-        return tuple(y.to(d) for y, d in zip(outs, self.output_dtypes, strict=True))
+    return part
 
 
 def fuse(
@@ -252,12 +199,9 @@ def fuse(
     """Replace each part's nodes in ``gm`` by one call of ``MiragePart``."""
     for part in parts:
         sub = part.graph_module
-        insert_subgm(gm, sub, part.inputs, part.outputs, part.nodes[-1])
+        insert_subgm(gm, sub, part.inputs, part.results, part.nodes[-1])
         erase_nodes(gm, part.nodes)
-        gm.add_submodule(
-            type(sub).__name__,
-            MiragePart(run(part), part.captured.module, part.outputs),
-        )
+        gm.add_submodule(type(sub).__name__, MiragePart(run(part), part))
     torch.fx.passes.tools_common.stable_topological_sort(gm)
     gm.graph.lint()
     gm.recompile()

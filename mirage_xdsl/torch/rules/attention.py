@@ -6,8 +6,9 @@
   ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key head
   serves its group and the widened keys are never built.
 - A boolean mask (``True`` attends) and ``is_causal`` are 0/1 multipliers of
-  the exponentials, exact in the verifier's field; the row maximum is taken
-  over the masked scores. A float mask is added to the scores, as torch does.
+  the exponentials, exact in the verifier's field; masked scores are moved
+  far below the others first, so the row maximum is over attended scores.
+  A float mask is added to the scores, as torch does.
 """
 
 from __future__ import annotations
@@ -124,14 +125,26 @@ def mask_of(
 def masked_softmax(
     c: Converter, node: fx.Node, s: SSAValue, mask: tuple[str, SSAValue] | None
 ) -> SSAValue:
-    """The safe softmax over the last dim, with the mask applied."""
+    """The safe softmax over the last dim, with the mask applied.
+
+    A 0/1 mask ``m`` moves masked scores to ``-MASKED`` first (``s m +
+    MASKED (m - 1)``), so the row maximum is over attended scores and no
+    masked score can overflow ``exp``, then multiplies the exponentials by
+    ``m``, which makes masked terms exactly zero (in the verifier's field
+    too)."""
     last = len(s.type.get_shape()) - 1  # type: ignore[attr-defined]
     if mask is not None and mask[0] == "add":
         s = c.graph.add(s, mask[1])
-    shifted = s
     if mask is not None and mask[0] == "mul":
-        shifted = c.graph.mul(s, mask[1])
-    e = c.graph.exp(c.graph.add(s, c.graph.neg(c.graph.reduce_max(shifted, last))))
+        m = mask[1]
+        below = c.graph.add_scalar(c.graph.mul_scalar(m, MASKED), -MASKED)
+        s = c.graph.add(c.graph.mul(s, m), below)
+    e = c.graph.exp(c.graph.add(s, c.graph.neg(c.graph.reduce_max(s, last))))
     if mask is not None and mask[0] == "mul":
         e = c.graph.mul(e, mask[1])
     return c.graph.div(e, c.graph.reduction(e, last))
+
+
+MASKED = 1.0e4
+"""How far below the attended scores a masked score is moved: ``exp`` of it
+is 0 in fp32, and it is exact in f16 and bf16."""
