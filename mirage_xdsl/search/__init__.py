@@ -117,9 +117,10 @@ def _by_segments(
 
 
 def work(fn: func.FuncOp) -> float:
-    """How much searching a segment is worth, relative to the others: half
-    by its arithmetic ops (the search's space grows with them), half by its
-    input's cost (where the time goes, and what a better µGraph saves)."""
+    """How much searching a segment is worth, relative to the others: its
+    arithmetic ops (the search's space grows with them) times one plus its
+    input's cost in :data:`COST_UNIT` (where the time goes, and what a
+    better µGraph saves)."""
     ops = sum(1 for op in fn.body.block.ops if not isinstance(op, func.ReturnOp))
     return ops * (1.0 + cost_model.cost(from_function(fn)) / COST_UNIT)
 
