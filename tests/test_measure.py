@@ -28,12 +28,22 @@ class FakeCompiled:
 class FakeTimer:
     def __init__(self) -> None:
         self.last = None
+        self.retried: list[str] = []
 
     def per_call_us(self, calls, count):
         for call in calls:
             call()
         self.last = Sample(5.0, 4.5, 6.0) if count > 1 else Sample(10.0, 9, 11)
         return self.last.median
+
+
+class WaitingTimer(FakeTimer):
+    """The batched figure waited for another process once."""
+
+    def per_call_us(self, calls, count):
+        waited = ["other processes are computing on the GPU (pid 9)"]
+        self.retried = waited if count > 1 else []
+        return super().per_call_us(calls, count)
 
 
 def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
@@ -194,3 +204,23 @@ def test_a_selection_the_gpu_failed_is_the_cost_models_and_not_cached(
     assert flaky.report.stopped == "GPU unreliable, the cost model chose"
     assert f"measured selection: {gpu.fallback}" in flaky.report.failures
     assert not list(tmp_path.glob("*.json"))  # next time the GPU is asked again
+
+
+def test_a_timing_that_waited_for_another_process_says_so(monkeypatch) -> None:
+    class Ok:
+        def run(self, *xs, outputs):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(api, "compile", lambda program, backend: Ok())
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    gpu = measure.GpuMeasure(backends=("triton",), _timer=WaitingTimer())
+    assert gpu(object()) == pytest.approx(5.0e-6)
+    assert gpu.describe()["retried"] == [
+        "other processes are computing on the GPU (pid 9)"
+    ]
+    plain = measure.GpuMeasure(backends=("triton",), _timer=FakeTimer())
+    plain(object())
+    assert "retried" not in plain.describe()

@@ -172,6 +172,7 @@ def summary(reports) -> dict:
         "times_us": times,
         "nonpositive": [t for t in times if t is not None and t <= 0],
         "spreads": [m["spread_us"] for m in measured if m.get("spread_us")],
+        "retried": [line for m in measured for line in m.get("retried", [])],
         "stopped": [r.stopped for r in reports if r.stopped],
     }
 
@@ -212,6 +213,7 @@ def compare(
                     "GPU unreliable" in " ".join(x.get("stopped", [])) for x in a + t
                 ),
                 "missing": sum(not x for x in a + t),
+                "retried": sum(len(x.get("retried", [])) for x in a + t),
                 "widest": max(
                     (
                         hi / lo
@@ -269,6 +271,7 @@ def render(rows: list[dict], args) -> tuple[str, bool]:
     fallbacks = sum(r["fallbacks"] for r in rows)
     missing = sum(r["missing"] for r in rows)
     widest = max((r["widest"] for r in rows if r["widest"]), default=None)
+    retried = sum(r["retried"] for r in rows)
     pct = f"{args.tolerance:.0%}"
     lines += [
         "",
@@ -278,6 +281,7 @@ def render(rows: list[dict], args) -> tuple[str, bool]:
         f"pick timed within {pct} of alone: {picks.count(True)}/{len(rows)} "
         f"workloads ({picks.count(None)} without figures)",
         f"selections the cost model made (GPU not trusted): {fallbacks}",
+        f"figures timed again (GPU busy, or refused by the checks): {retried}",
         "widest p90/p10 of a figure timed: "
         + ("-" if widest is None else f"{widest:.2f}"),
         f"searches that did not finish in --timeout: {missing}",

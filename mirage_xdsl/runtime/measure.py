@@ -44,6 +44,9 @@ class Timing:
     """Median µs per call with :data:`BATCH` calls per replay."""
     spread_us: tuple[float, float] | None = None
     """p10 and p90 of the batched figure's repetitions (``timer.Sample``)."""
+    retried: tuple[str, ...] = ()
+    """Why a figure had to be timed again (another process computing, a
+    figure the checks refused) before one was accepted."""
 
 
 def random_tensors(compiled, seed: int = 0) -> tuple[list[Any], list[Any]]:
@@ -101,10 +104,12 @@ def time_module(
 
             call()  # a launch the GPU refuses (too much shared memory) fails here
             single = timer.per_call_us([call], 1)
+            retried = list(getattr(timer, "retried", ()))
             batched = timer.per_call_us([call], BATCH)
+            retried += getattr(timer, "retried", ())
             last = getattr(timer, "last", None)
             spread = (last.p10, last.p90) if last is not None else None
-            out.append(Timing(backend, single, batched, spread))
+            out.append(Timing(backend, single, batched, spread, tuple(retried)))
         except GpuError as e:  # a build the GPU cannot run is no candidate
             failures.append(_failure(f"{backend} run", e))
             continue
@@ -235,6 +240,7 @@ class GpuMeasure:
             "single_call_us": best.single_us,
             "spread_us": best.spread_us,
             "by_backend": {t.backend: t.batched_us for t in self.last},
+            **({"retried": list(best.retried)} if best.retried else {}),
             **failed,
         }
 
