@@ -2,8 +2,12 @@
 interpreter: greedy tokens equal eager's, and the log accounts for every
 norm, projection, attention and MLP."""
 
+import json
 import logging
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +99,24 @@ def test_log_accounts_for_every_norm_projection_attention_and_mlp(caplog):
     cache_writes = [w for _, part, name, w in lines if name == "aten.index_copy_"]
     assert len(cache_writes) == 2 * 2 * LAYERS
     assert all("in-place op" in w for w in cache_writes)
+
+
+@pytest.mark.slow
+def test_every_part_runs_as_triton_kernels():
+    """The generated Triton kernels of each part (prefill and decode, f16)
+    match the interpreter, in Triton's CPU interpreter."""
+    pytest.importorskip("triton")
+    script = Path(__file__).with_name("hf_triton_interpret.py")
+    done = subprocess.run(
+        [sys.executable, str(script), "float16"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    results = [
+        json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")
+    ]
+    assert len({r["case"] for r in results}) >= 3, done.stderr[-2000:]
+    for r in results:
+        assert "error" not in r, r
+        assert max(r["errors"]) < 5e-3, r

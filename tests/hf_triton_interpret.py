@@ -1,0 +1,66 @@
+"""Run the Triton kernels of every µGraph of a compiled transformers Llama in
+Triton's CPU interpreter and compare them with ours.
+
+Started by ``tests/test_hf_compile.py`` in a subprocess (Triton reads
+``TRITON_INTERPRET`` at import). Prints the JSON lines of
+``triton_interpret.check``, one per part and form.
+
+    python tests/hf_triton_interpret.py float16
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import triton_interpret  # noqa: E402
+from test_hf_compile import greedy, tiny_llama  # noqa: E402
+
+from mirage_xdsl.torch import backend  # noqa: E402
+
+
+def parts_of_a_decode(dtype: torch.dtype) -> list:
+    """The parts torch.compile makes of a prefill and a decode step."""
+    parts = []
+    runner = backend._runner
+
+    def keep(part, opts):
+        parts.append(part)
+        return runner(part, opts)
+
+    backend._runner = keep
+    model = tiny_llama(dtype)
+    options = {"cpu": "interpret", "superoptimize": False}
+    greedy(
+        model, torch.compile(model, backend="mirage", dynamic=False, options=options), 2
+    )
+    return parts
+
+
+def inputs(part, rng) -> list[np.ndarray]:
+    """Random inputs; a boolean mask is 0/1 with its first key attended."""
+    xs = []
+    for node in part.inputs:
+        val = node.meta["val"]
+        if val.dtype == torch.bool:
+            x = (rng.random(tuple(val.shape)) < 0.6).astype(np.float32)
+            x[..., 0] = 1
+        else:
+            x = 0.5 * rng.standard_normal(tuple(val.shape)).astype(np.float32)
+        xs.append(x)
+    return xs + [t.float().numpy() for t in part.captured.parameters]
+
+
+def main(dtype: str) -> None:
+    rng = np.random.default_rng(0)
+    for part in parts_of_a_decode(getattr(torch, dtype)):
+        triton_interpret.check(part.name, part.captured.module, inputs(part, rng))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
