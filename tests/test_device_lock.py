@@ -202,3 +202,30 @@ def test_a_gpu_is_named_by_its_uuid_as_nvml_writes_it(monkeypatch) -> None:
     props.uuid = "not a uuid"  # an older torch: the physical index instead
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert module.device_key(1) == "cuda-5"
+
+
+def test_a_lock_file_another_user_made_read_only_still_locks(
+    lock_dir, monkeypatch
+) -> None:
+    from mirage_xdsl.runtime import device_lock as module
+
+    with device_lock("GPU-a"):  # made by "another user"
+        pass
+    real_open = os.open
+
+    def no_write(path, flags, *mode):
+        if flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *mode)
+
+    monkeypatch.setattr(module.os, "open", no_write)
+    log = str(lock_dir / "log")
+    with device_lock("GPU-a"):
+        # forked while this process holds it: the child must wait too
+        ctx = multiprocessing.get_context("fork")
+        other = ctx.Process(target=_hold, args=("GPU-a", log, 1))
+        other.start()
+        time.sleep(0.3)
+        assert not os.path.exists(log)  # kept out while this one holds it
+    other.join(30)
+    assert open(log).read().split() == [str(other.pid), "in", str(other.pid), "out"]

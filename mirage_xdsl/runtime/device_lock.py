@@ -62,6 +62,18 @@ _HELD: dict[str, tuple[threading.RLock, list[int]]] = {}
 """Per key: the lock of this process's threads, and how deep it is held."""
 
 
+def _forget() -> None:
+    """In a forked child: hold nothing. What the parent held is the
+    parent's (its file locks are not the child's to release), and the
+    child's thread must not find the parent's lock its own."""
+    global _GUARD
+    _GUARD = threading.Lock()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
 @contextlib.contextmanager
 def device_lock(key: str, wait: float = WAIT_SECONDS) -> Iterator[None]:
     """Hold GPU ``key``'s lock, against every other process and thread."""
@@ -94,7 +106,7 @@ def _file_lock(key: str, wait: float) -> Iterator[None]:
     with contextlib.suppress(OSError):  # shared by users: others may lock too
         directory.chmod(0o1777)
     path = directory / f"{key}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open(path)
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -108,14 +120,28 @@ def _file_lock(key: str, wait: float) -> Iterator[None]:
                         f"for {wait:.0f} s"
                     ) from None
                 time.sleep(POLL_SECONDS)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # opened read-only: another user's
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _open(path: Path) -> int:
+    """The lock file, made writable by every user of the host when this
+    process creates it; read-only (enough to lock) when another user made
+    it without."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
+    with contextlib.suppress(OSError):  # the umask took group and other write
+        os.fchmod(fd, 0o666)
+    return fd
 
 
 def holder(fd: int) -> str:
