@@ -7,8 +7,10 @@ mirage-xdsl[torch]``); ``import mirage_xdsl`` alone does not.
   kernel-dialect ops (conversion rules: :data:`ATEN_RULES`);
 - :func:`superoptimize` captures, searches for a faster µGraph and returns a
   callable on torch tensors;
-- ``torch.compile(fn, backend="mirage")`` does the same per captured graph and
-  runs in eager mode whatever mirage cannot take;
+- ``torch.compile(fn, backend="mirage")`` partitions each graph Dynamo
+  traces (:mod:`mirage_xdsl.torch.partition`): the parts mirage can take run
+  as µGraphs, the rest (embedding lookups, integer index math, KV-cache
+  writes) as torch between them;
 - :func:`tensor_parallel` splits a module over several GPUs the Megatron way
   and captures the shard's program, with ``kernel.all_reduce`` between blocks.
 """
