@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.passes.superoptimize import Superoptimize
-from mirage_xdsl.search import superoptimize
+from mirage_xdsl.search import dispatch, superoptimize
 from mirage_xdsl.search.dispatch import executing
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.superoptimizer import superoptimize_function
@@ -37,11 +37,16 @@ def cluster():
             processes=True,
             threads_per_worker=1,
             dashboard_address=None,
+            worker_dashboard_address=None,
             silence_logs=True,
         ) as cluster,
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         yield cluster, client
+        # the client the cluster option opened (one per address and process)
+        if dispatch.connect.cache_info().currsize:
+            dispatch.connect(cluster.scheduler_address)._client.close()
+            dispatch.connect.cache_clear()
 
 
 def _local(name: str) -> str:
