@@ -43,7 +43,8 @@ def parts_of_a_decode(dtype: torch.dtype) -> list:
 
 
 def inputs(part, rng) -> list[np.ndarray]:
-    """Random inputs; a boolean mask is 0/1 with its first key attended."""
+    """Random inputs (a boolean mask 0/1 with its first key attended), the
+    transposed weights the part takes, and its constants."""
     xs = []
     for node in part.inputs:
         val = node.meta["val"]
@@ -53,7 +54,8 @@ def inputs(part, rng) -> list[np.ndarray]:
         else:
             x = 0.5 * rng.standard_normal(tuple(val.shape)).astype(np.float32)
         xs.append(x)
-    return xs + [t.float().numpy() for t in part.captured.parameters]
+    transposes = [np.ascontiguousarray(xs[i].T) for i in part.transposed]
+    return xs + transposes + [t.float().numpy() for t in part.captured.parameters]
 
 
 def main(dtype: str) -> None:

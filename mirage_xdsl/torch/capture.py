@@ -231,6 +231,11 @@ class Converter:
         self.parameters.append(tensor)
         return self.graph.new_input(tuple(tensor.shape), self.dtype)
 
+    def transposed(self, node: fx.Node) -> SSAValue:
+        """The transpose of a 2-d value (an ``nn.Linear`` weight that is an
+        input): ``kernel.transpose``."""
+        return self.graph.transpose(self.value(node), 0, 1)
+
     def _convert(self, node: fx.Node) -> None:
         rule = ATEN_RULES.get(getattr(node.target, "overloadpacket", node.target))
         if rule is None:

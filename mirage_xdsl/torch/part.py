@@ -5,6 +5,12 @@ kernel writes each output once and a reshape moves nothing, so the program
 returns each computed value once, unreshaped, and torch gives every output as
 a view: of a program result, or of a part's input (or a parameter made at
 capture) when the output is that input, unchanged or reshaped.
+
+A linear layer's ``[out, in]`` weight reaches a part as an input (Dynamo lifts
+parameters); a ``kernel.transpose`` of it would copy every weight on every
+call. The part's program takes the ``[in, out]`` transpose as an input of its
+own instead, and :class:`MiragePart` makes that copy once and keeps it while
+the weight is unchanged (same storage, same version counter).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.torch.capture import Captured, Converter
-from mirage_xdsl.torch.nodes import DTYPES, torch_dtype
+from mirage_xdsl.torch.nodes import DTYPES, aten, node_shape, torch_dtype
 
 
 @dataclass(frozen=True)
@@ -48,19 +54,25 @@ class Part:
     results: tuple[fx.Node, ...]
     """The part's nodes the rest of the graph reads, in output order."""
 
+    transposed: list[int]
+    """The inputs whose transposes follow the part's inputs as program inputs."""
+
     def computes(self) -> bool:
         """Whether the program does any work beyond moving no data."""
         return any(o.source == "program" for o in self.outputs)
 
 
-def convert_graph(sub: fx.GraphModule, name: str) -> tuple[Captured, list[Output]]:
-    """A self-contained ATen graph as a program and its output plan. Its
-    placeholders are the inputs, all of the compute dtype (its first 16-bit
-    float input's, else f32)."""
+def convert_graph(
+    sub: fx.GraphModule, name: str
+) -> tuple[Captured, list[Output], list[int]]:
+    """A self-contained ATen graph as a program, its output plan and the
+    inputs whose transposes the program takes. Its placeholders are the
+    inputs, all of the compute dtype (its first 16-bit float input's, else
+    f32), followed by those transposes."""
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
     narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
-    converter = Converter(
+    converter = PartConverter(
         sub.graph, name, DTYPES[narrow[0] if narrow else torch.float32]
     )
     converter.bind_inputs()
@@ -71,10 +83,8 @@ def convert_graph(sub: fx.GraphModule, name: str) -> tuple[Captured, list[Output
         shape = tuple(value.type.get_shape())  # type: ignore[attr-defined]
         base = _unviewed(value)
         if isinstance(base, BlockArgument):
-            index = base.index
-            kind = "input" if index < len(placeholders) else "constant"
             plan.append(
-                Output(kind, index - (kind == "constant") * len(placeholders), shape)
+                _argument_output(base.index, len(placeholders), converter, shape)
             )
             continue
         if base not in returned:
@@ -84,7 +94,40 @@ def convert_graph(sub: fx.GraphModule, name: str) -> tuple[Captured, list[Output
     module = converter.graph.module()
     _drop_unused(module)
     _, spec = tree_flatten(tuple(range(len(returned))))
-    return Captured(module, converter.parameters, spec), plan
+    captured = Captured(module, converter.parameters, spec)
+    return captured, plan, converter.transposed_indices
+
+
+def _argument_output(
+    index: int, inputs: int, converter: PartConverter, shape: tuple[int, ...]
+) -> Output:
+    """The output that is program argument ``index`` (a part's input or a
+    constant made at capture; never a transpose, which only a matmul reads)."""
+    if index < inputs:
+        return Output("input", index, shape)
+    return Output("constant", index - inputs - len(converter.transposes), shape)
+
+
+class PartConverter(Converter):
+    """The converter of a part: a 2-d input that is a linear layer's weight
+    also gets its transpose as an input (bound after the part's inputs)."""
+
+    def bind_inputs(self) -> None:
+        super().bind_inputs()
+        placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
+        self.transposes: dict[fx.Node, SSAValue] = {}
+        self.transposed_indices: list[int] = []
+        for node in self.fx_graph.nodes:
+            weight = node.args[1] if node.target == aten.linear.default else None
+            if weight in placeholders and weight not in self.transposes:
+                out, inner = node_shape(weight)
+                self.transposes[weight] = self.graph.new_input((inner, out), self.dtype)
+                self.transposed_indices.append(placeholders.index(weight))
+
+    def transposed(self, node: fx.Node) -> SSAValue:
+        if node in self.transposes:
+            return self.transposes[node]
+        return super().transposed(node)
 
 
 def _unviewed(value: SSAValue) -> SSAValue:
@@ -117,12 +160,15 @@ class MiragePart(torch.nn.Module):
         self.outputs = part.outputs
         self.output_dtypes = [n.meta["val"].dtype for n in part.results]
         self.constants = part.captured.parameters
+        self.transposed = part.transposed
+        self.copies: dict[int, tuple[Any, torch.Tensor]] = {}
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
         results = self.run(
             *(
                 x.to(dtype).contiguous()
-                for x, dtype in zip(inputs, self.input_dtypes, strict=False)
+                for x, dtype in zip(args, self.input_dtypes, strict=False)
             )
         )
         out = []
@@ -135,3 +181,14 @@ class MiragePart(torch.nn.Module):
                 y = self.constants[o.index].to(inputs[0].device).reshape(o.shape)
             out.append(y.to(dtype))
         return tuple(out)
+
+    def _transpose(self, inputs: tuple[torch.Tensor, ...], i: int) -> torch.Tensor:
+        """Input ``i`` transposed, copied once while it is unchanged."""
+        x = inputs[i]
+        key = (x.data_ptr(), x._version, tuple(x.shape), x.dtype, x.device)
+        kept = self.copies.get(i)
+        if kept is None or kept[0] != key:
+            dtype = self.input_dtypes[len(inputs) + self.transposed.index(i)]
+            kept = (key, x.detach().to(dtype).t().contiguous())
+            self.copies[i] = kept
+        return kept[1]

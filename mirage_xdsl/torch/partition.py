@@ -179,12 +179,14 @@ def _convert(
     )
     by_name = {n.name: n for n in nodes}
     try:
-        captured, outputs = convert_graph(sub, name)
+        captured, outputs, transposed = convert_graph(sub, name)
     except CaptureError as e:
         node = by_name.get(e.node.name) if e.node is not None else None
         support.refused[node or nodes[0]] = e.reason
         return None
-    part = Part(name, nodes, captured, outputs, sub, tuple(inputs), tuple(results))
+    part = Part(
+        name, nodes, captured, outputs, sub, tuple(inputs), tuple(results), transposed
+    )
     kernel_ops = {
         op.name for op in captured.module.walk() if op.name.startswith("kernel.")
     }

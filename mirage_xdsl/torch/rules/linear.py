@@ -32,7 +32,8 @@ def matmul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
 def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     """``F.linear`` / ``nn.Linear``: ``x @ W.T + b``. A parameter weight is
     transposed once, at capture; a weight that is a graph input
-    (``torch.compile`` lifts parameters) by ``kernel.transpose``."""
+    (``torch.compile`` lifts parameters) as the converter transposes inputs
+    (:meth:`Converter.transposed`)."""
     (value,) = tensor_operands(c, node, x)
     if len(node_shape(x)) < 2 or len(node_shape(w)) != 2:
         raise unsupported(node, "a linear of a 1-d input or with a weight not 2-d")
@@ -40,7 +41,7 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     if weight is not None:
         y = c.graph.matmul(value, c.constant(weight.t()))
     else:
-        y = c.graph.matmul(value, c.graph.transpose(c.value(w), 0, 1))
+        y = c.graph.matmul(value, c.transposed(w))
     return y if b is None else c.graph.add(y, c.value(b))
 
 

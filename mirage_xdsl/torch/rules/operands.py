@@ -100,6 +100,10 @@ class Converter(Protocol):
         """A tensor computed at capture, passed in as a trailing input."""
         ...
 
+    def transposed(self, node: fx.Node) -> SSAValue:
+        """The transpose of a 2-d value."""
+        ...
+
 
 Rule = Callable[..., Value]
 
