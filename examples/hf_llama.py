@@ -16,8 +16,9 @@ replays, then per repetition a 256 MB write to flush L2 and CUDA events around
 one replay; the median is printed.
 
     pip install -e ".[hf]"
-    python examples/hf_llama.py --small --device cpu              # µGraphs run in the interpreter
-    python examples/hf_llama.py --device cuda --dtype bfloat16    # Llama-3.2-1B shapes, timings
+    python examples/hf_llama.py --small --device cpu           # µGraphs in the interpreter
+    python examples/hf_llama.py --budget 10                    # Llama-3.2-1B shapes, all four
+    python examples/hf_llama.py --methods eager,mirage --budget 0   # no search: as captured
 
 The ``mirage_xdsl.torch`` log (``--log``) lists, per graph Dynamo traced,
 every op with its line in transformers: the µGraph that took it, or why it
@@ -168,21 +169,30 @@ def floor_us(model: LlamaForCausalLM, cache_len: int, bandwidth: float) -> float
     return (weights + cache) / bandwidth * 1e6
 
 
+METHODS = ("eager", "mirage", "torch.compile", "max-autotune")
+
+
 def methods(model, args) -> dict[str, Callable]:
-    """The forward of each method to compare; eager first."""
+    """The forward of each method asked for; eager first, always."""
     mirage = {"budget": args.budget} if args.budget else {"superoptimize": False}
     if args.device == "cpu":
         mirage = {"cpu": "interpret", "superoptimize": False}
-    out = {
-        "eager": model,
-        "mirage": torch.compile(model, backend="mirage", dynamic=False, options=mirage),
-    }
-    if args.device == "cuda" and not args.no_inductor:
-        out["torch.compile"] = torch.compile(model, dynamic=False)
-        out["max-autotune"] = torch.compile(
+    build = {
+        "mirage": lambda: torch.compile(
+            model, backend="mirage", dynamic=False, options=mirage
+        ),
+        "torch.compile": lambda: torch.compile(model, dynamic=False),
+        "max-autotune": lambda: torch.compile(
             model, dynamic=False, mode="max-autotune-no-cudagraphs"
-        )
-    return out
+        ),
+    }
+    asked = [m for m in args.methods.split(",") if m != "eager"]
+    for name in asked:
+        if name not in build:
+            raise SystemExit(f"error: unknown method {name!r} (one of {METHODS})")
+    if args.device != "cuda":
+        asked = [m for m in asked if m == "mirage"]
+    return {"eager": model, **{name: build[name]() for name in asked}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument(
-        "--no-inductor", action="store_true", help="skip torch.compile's timings"
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated, of {','.join(METHODS)} (eager always runs)",
     )
     parser.add_argument(
         "--log", action="store_true", help="the per-op account of each graph"
