@@ -138,7 +138,15 @@ def read_then_write(cache, x):
     return y + x
 
 
-@pytest.mark.parametrize("fn", [write_then_read, read_then_write])
+def read_a_view_then_write(cache, x):
+    y = torch.exp(cache.view(-1))  # a view of the cache, read before the write
+    cache.mul_(0.5)
+    return y.view(4, 8) + x
+
+
+@pytest.mark.parametrize(
+    "fn", [write_then_read, read_then_write, read_a_view_then_write]
+)
 def test_in_place_writes_stay_torch_and_keep_their_order(fn, caplog):
     x = torch.randn(4, 8)
     cache, expected_cache = torch.randn(4, 8), None

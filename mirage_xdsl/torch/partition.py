@@ -79,7 +79,8 @@ class Support(OperatorSupportBase):
                 return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
             if not all(isinstance(d, int) for d in value.shape):
                 return "a dynamic shape"
-        if any(a in self.mutated_later.get(node, ()) for a in node.all_input_nodes):
+        written = self.mutated_later.get(node, set())
+        if any(alias_root(a) in written for a in node.all_input_nodes):
             return "it reads a tensor that an in-place op changes later"
         return None
 
@@ -118,15 +119,56 @@ def _tensor_values(node: fx.Node) -> list[torch.Tensor]:
 
 
 def _mutated_later(graph: fx.Graph) -> dict[fx.Node, set[fx.Node]]:
-    """For each node, the inputs an in-place op writes after it."""
+    """For each node, the tensors (as their alias roots) an in-place op
+    writes after it."""
     order = {n: i for i, n in enumerate(graph.nodes)}
-    writes = [(order[n], n.args[0]) for n in graph.nodes if _is_mutating(n) and n.args]
+    writes = [
+        (order[n], alias_root(n)) for n in graph.nodes if _is_mutating(n) and n.args
+    ]
     out: dict[fx.Node, set[fx.Node]] = {}
     for node in graph.nodes:
-        later = {t for at, t in writes if at > order[node] and isinstance(t, fx.Node)}
+        later = {root for at, root in writes if at > order[node]}
         if later:
             out[node] = later
     return out
+
+
+VIEWS = frozenset(
+    getattr(aten, name)
+    for name in (
+        "view",
+        "reshape",
+        "_unsafe_view",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "alias",
+        "transpose",
+        "t",
+        "permute",
+        "as_strided",
+        "split",
+        "chunk",
+        "narrow",
+        "detach",
+    )
+)
+"""Ops whose result may share its input's storage."""
+
+
+def alias_root(node: fx.Node) -> fx.Node:
+    """The node whose storage ``node`` may share: back through views and
+    in-place ops (which return their input) to the first that is neither."""
+    while (
+        node.op == "call_function" and node.args and isinstance(node.args[0], fx.Node)
+    ):
+        packet = getattr(node.target, "overloadpacket", None)
+        if packet not in VIEWS and not _is_mutating(node):
+            break
+        node = node.args[0]
+    return node
 
 
 @dataclass
