@@ -72,6 +72,7 @@ from mirage_xdsl.lowering.triton_values import (
     valid_mask,
 )
 from mirage_xdsl.ops import OPS
+from mirage_xdsl.search.cost_model import unrolled
 
 TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
@@ -414,6 +415,21 @@ class KernelPrinter(AccumPrinter):
             code.splice(self.body.post)
         return code.getvalue() + "\n"
 
+    def unrolled(self) -> bool:
+        """Whether the for-loop is short, multiplies nothing and loads few
+        enough elements over all its iterations (``cost_model.unrolled``)."""
+        ops = list(self.op.entry.ops)
+        matmul = any(
+            isinstance(o, block.MatmulOp) and self.phases[o.results[0]] == Phase.LOOP
+            for o in ops
+        )
+        elements = sum(
+            prod(self.tile_of(o))
+            for o in ops
+            if isinstance(o, block.InputOp) and o.forloop_dim != -1
+        )
+        return unrolled(self.forloop, matmul, elements)
+
     @staticmethod
     def write_gdc(code: IndentedBuffer, call: str) -> None:
         """``call`` under the module's ``GRID_DEPENDENCY``."""
@@ -422,11 +438,14 @@ class KernelPrinter(AccumPrinter):
             code.writeline(call)
 
     def write_loop(self, code: IndentedBuffer, *parts: IndentedBuffer) -> None:
-        """``parts`` as the body of the kernel's for-loop (none if all are empty)."""
+        """``parts`` as the body of the kernel's for-loop (none if all are
+        empty); a loop the cost model takes to be unrolled is a
+        ``tl.static_range``, so all its loads are in flight at once."""
         if not any(parts):
             return
         if self.forloop > 1:
-            code.writeline(f"for it in range(0, {self.forloop}):")
+            loop = "tl.static_range" if self.unrolled() else "range"
+            code.writeline(f"for it in {loop}(0, {self.forloop}):")
             with code.indent():
                 for part in parts:
                     code.splice(part)

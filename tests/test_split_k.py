@@ -182,3 +182,24 @@ def test_projections_run_under_triton_and_compile_for_sm_90(
         assert checked and not _failures(checked)
         for compiled in _compile_all_forms(parse(make_context(), text, str(path))):
             _check_compiled(compiled)
+
+
+def test_the_search_forms_combine_loop_is_unrolled_and_its_dot_loop_is_not() -> None:
+    """The split-K combine of examples/gated_mlp_splitk.mlir sums its 4 parts
+    in a ``tl.static_range`` (Triton pipelines no loads without a dot, so a
+    plain loop would wait for each part in turn); the partial kernel's
+    tensor-core loop stays a ``range`` for Triton's pipeline. The cost model
+    prices the same decision."""
+    from mirage_xdsl.lowering.triton import generate_triton
+    from mirage_xdsl.search.cost_model import UNROLL_ELEMENTS, unrolled
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "gated_mlp_splitk.mlir"
+    source = generate_triton(parse(make_context(), path.read_text(), str(path))).source
+    partial = source[
+        source.index("def gated_mlp_k0(") : source.index("def gated_mlp_k0_fma(")
+    ]
+    combine = source[source.index("def gated_mlp_k1(") : source.index("BUFFERS")]
+    assert "for it in range(0, " in partial and "static_range" not in partial
+    assert "for it in tl.static_range(0, 4):" in combine
+    assert unrolled(4, False, 256) and not unrolled(4, True, 256)
+    assert not unrolled(4, False, UNROLL_ELEMENTS // 2) and not unrolled(1, False, 1)

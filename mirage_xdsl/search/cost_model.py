@@ -6,8 +6,9 @@ loaded again by other blocks served from L2), L2-to-SM bytes, shared-memory
 traffic of the block ops (thread graphs keep their intermediates in
 registers), tensor-core FLOPs of block matmuls (padded to the mma shape) and
 CUDA-core FLOPs of the rest. A grid with fewer blocks than SMs leaves
-bandwidth and compute idle, and each for-loop iteration adds latency that
-pipelining does not hide completely. Library ops (the input program) are
+bandwidth and compute idle, a for-loop streams no faster than its blocks'
+tiles in flight allow (:func:`streaming_bandwidth`), and each for-loop
+iteration adds latency that pipelining does not hide completely. Library ops (the input program) are
 costed as ideal vendor kernels: inputs read and output written once (a
 transpose like any element-wise copy); a reshape, which the lowering makes an
 alias of its operand's buffer, costs nothing.
@@ -174,6 +175,15 @@ def customized_cost(
     active = min(blocks, target.sms)
     share = active / target.sms
     dram_bw = min(target.dram_bandwidth, active * target.sm_dram_bandwidth)
+    first_load = l2 / blocks / iters
+    loop_elements = sum(
+        numel(tiles[v]) for v, i in enumerate(graph.inputs) if i.fmap != -1
+    )
+    matmul_in_loop = any(graph.ops[j].kind == "matmul" for j in in_loop)
+    if unrolled(iters, matmul_in_loop, loop_elements):
+        first_load *= iters  # every iteration's loads in flight together
+    elif iters > 1:
+        dram_bw = min(dram_bw, streaming_bandwidth(blocks, first_load, target))
     seconds = max(
         dram / dram_bw,
         l2 / (target.l2_bandwidth * share),
@@ -184,7 +194,6 @@ def customized_cost(
     # Loads overlap compute only across for-loop iterations: the first
     # iteration's tiles (all of them, without a loop) are exposed latency.
     waves = math.ceil(blocks / target.sms)
-    first_load = l2 / blocks / iters
     seconds += waves * (
         target.load_latency_seconds
         + first_load / target.sm_dram_bandwidth
@@ -198,6 +207,38 @@ def customized_cost(
         tensor_flops + cuda_flops,
         blocks,
     )
+
+
+UNROLL_ITERATIONS = 64
+UNROLL_ELEMENTS = 8192
+
+
+def unrolled(iterations: int, matmul_in_loop: bool, loop_elements: int) -> bool:
+    """Whether a for-loop is unrolled (the Triton printer's
+    ``tl.static_range``): a short loop without a matmul whose tiles of every
+    iteration (``loop_elements`` per iteration) fit in registers together, so
+    its loads are all in flight at once instead of one round trip per
+    iteration (a split-K combine summing its parts, a short reduction)."""
+    return (
+        1 < iterations <= UNROLL_ITERATIONS
+        and not matmul_in_loop
+        and iterations * loop_elements <= UNROLL_ELEMENTS
+    )
+
+
+RESIDENT_BLOCKS = 4
+"""Blocks an SM runs at once, about (what registers and shared memory allow
+a typical generated kernel)."""
+
+
+def streaming_bandwidth(blocks: int, tile_bytes: float, target: Target) -> float:
+    """What a for-loop's loads can pull from memory: each resident block has
+    one iteration's tiles (``tile_bytes``) in flight per load round trip.
+    A grid of few blocks with thin tiles (a matrix-vector product over narrow
+    column strips) is bound by this, not by the memory's bandwidth: what
+    split-K and deep tiles buy."""
+    resident = min(blocks, RESIDENT_BLOCKS * target.sms)
+    return resident * tile_bytes / target.load_latency_seconds
 
 
 def _loop_ops(graph: BlockGraph) -> set[int]:
