@@ -120,3 +120,29 @@ def test_every_part_runs_as_triton_kernels():
     for r in results:
         assert "error" not in r, r
         assert max(r["errors"]) < 5e-3, r
+
+
+def test_gpt2_logits_match_eager(caplog):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        n_embd=64,
+        n_layer=LAYERS,
+        n_head=4,
+        vocab_size=128,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config).eval()
+    ids = torch.tensor([[1, 5, 9, 3]])
+    compiled = torch.compile(model, backend="mirage", dynamic=False, options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+    log = [r.message for r in caplog.records if r.name == "mirage_xdsl.torch"]
+    ops = [m.split(None, 3)[1:3] for m in log if m.startswith("mirage:   ")]
+    for op in ("aten.layer_norm", "aten.addmm", "aten.scaled_dot_product_attention"):
+        assert [part for part, name in ops if name == op], op
+        assert all(part != "torch" for part, name in ops if name == op), op

@@ -64,9 +64,7 @@ class Support(OperatorSupportBase):
         if node in self.refused:
             return self.refused[node]
         if _is_mutating(node):
-            return (
-                "an in-place op (it writes its input: the KV-cache write stays torch)"
-            )
+            return "an in-place op (it writes its input)"
         packet = getattr(node.target, "overloadpacket", node.target)
         if packet not in ATEN_RULES:
             return "no kernel-dialect equivalent"
