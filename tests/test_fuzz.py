@@ -76,9 +76,10 @@ def test_same_seed_same_module() -> None:
 
 
 def test_generator_covers_every_op() -> None:
-    """Across a few hundred seeds, every op and every reduction kind appears."""
+    """Across a few hundred seeds, every op and every reduction kind appears
+    (``log``, drawn only where its operand stays above 1, is the rarest)."""
     seen: Counter[str] = Counter()
-    for seed in range(300):
+    for seed in range(600):
         for op in case_module(seed).walk():
             seen[op.name] += 1
             if isinstance(op, block.ForloopAccumOp):

@@ -160,6 +160,15 @@ class Graph:
             return self.add_concat(cls)
         if kind == "slice":
             return self.add_slice(cls)
+        if kind == "broadcast":
+            return self.add_broadcast(cls)
+        if kind == "cast":  # to its own type: the program stays one type
+            a = self.pick()
+            if a is None:
+                return None
+            return self.emit(
+                cls(a.value, a.value.type.element_type), a.lo, a.hi, a.phase
+            )
         if kind in ("transpose", "reshape"):
             return self.add_layout(cls, kind)
         if kind == "forloop_accum":
@@ -228,6 +237,17 @@ class Graph:
         start = int(self.rng.integers(n - 1))
         end = int(self.rng.integers(start + 1, n + 1))
         return self.emit(cls(a.value, dim, start, end), a.lo, a.hi, a.phase)
+
+    def add_broadcast(self, cls: type[Operation]) -> Val | None:
+        """Its size-1 dims stretched to drawn sizes (the rank kept, so later
+        ops still meet operands of equal rank)."""
+        a = self.pick()
+        if a is None or 1 not in a.shape:
+            return None
+        shape = tuple(self.dim() if d == 1 else d for d in a.shape)
+        if math.prod(shape) > self.opts.max_elements:
+            return None
+        return self.emit(cls(a.value, shape), a.lo, a.hi, a.phase)
 
     def add_layout(self, cls: type[Operation], kind: str) -> Val | None:
         """A swap of two dims, or a reshape of the last two dims into the same
