@@ -5,7 +5,7 @@ dimension and the loop split); this module decides *how finely*. Defaults
 come from the shapes: a split axis gets tiles of 16 to 128 elements (what
 tensor-core mma tiles and shared memory like), a small axis (heads, batch)
 one block per index, and a for-loop that also shares its axis with the grid
-walks the rest in tiles of 16 to 128. The cost model then ranks every
+walks the rest in tiles of 16 to 256. The cost model then ranks every
 combination that divides the dims, fits shared memory and meets the user's
 ``griddims`` / ``franges`` / map lists.
 
@@ -42,9 +42,10 @@ ROW_TILES = (8, 4, 2, 1)
 every non-grid axis whole (a row-wise softmax or norm over a 4096-wide
 row), so only a few rows fit in shared memory at once."""
 LOOP_TILES = (256, *TILES)
-"""Tiles a for-loop may walk an axis in: 256 too, since a block that owns a
-narrow strip of columns (a matrix-vector product) keeps memory busy only
-with deep tiles per iteration."""
+"""Tiles a for-loop may walk an axis in (its own or one the grid splits too):
+256 too, since a block that owns a narrow strip of columns (a
+matrix-vector product) keeps memory busy only with deep tiles per
+iteration."""
 SMALL_AXIS = 16
 MAX_BLOCKS = 16384
 
@@ -68,8 +69,13 @@ def _grid_splits(n: int, whole_rows: bool = False) -> list[int]:
 
 
 def _shared_splits(n: int, grid: int) -> list[int]:
+    """For-loop ranges over an axis the grid splits too (split-K): each
+    block walks its slice in tiles of :data:`LOOP_TILES`, 256 deep at most
+    (a narrow weight strip then keeps 32 KB in flight per iteration)."""
     per_block = n // grid
-    return [per_block // t for t in TILES if per_block % t == 0 and per_block // t >= 2]
+    return [
+        per_block // t for t in LOOP_TILES if per_block % t == 0 and per_block // t >= 2
+    ]
 
 
 def _parts(layout: Layout, sources: Sequence[Tensor], sizes: dict) -> int | None:
