@@ -160,3 +160,13 @@ def test_refusal_in_library_code_called_by_user_code_names_both_lines():
         "(in `return rope(x, positions)[0]`, at transformers/models/llama/" in message
     )
     assert "\n" not in message
+
+
+def test_rotate_half_is_one_matmul_per_rotation():
+    """q and k projections, one signed permutation each for rotate_half,
+    scores, probabilities times values, and the output projection."""
+    fn, xs = blocks(torch.float32)["LlamaAttention"]
+    module = capture_program(fn, xs).module
+    ops = [op.name for op in module.walk() if op.name.startswith("kernel.")]
+    assert ops.count("kernel.matmul") == 4 + 2 + 2
+    assert ops.count("kernel.neg") == 1  # the softmax's maximum; slices negate in S

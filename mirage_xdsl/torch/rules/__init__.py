@@ -24,6 +24,7 @@ from mirage_xdsl.torch.rules.arith import (
     elementwise,
     gelu,
     mul,
+    neg,
     rsub,
     sigmoid,
     sub,
@@ -47,6 +48,7 @@ from mirage_xdsl.torch.rules.operands import (
     Parameter,
     Partial,
     Rule,
+    Selected,
     Value,
     materialise_expand,
 )
@@ -57,7 +59,14 @@ from mirage_xdsl.torch.rules.reductions import (
     reduce_sum,
     softmax,
 )
-from mirage_xdsl.torch.rules.slicing import cat, chunk, select, slice_, split
+from mirage_xdsl.torch.rules.slicing import (
+    cat,
+    chunk,
+    materialise_selected,
+    select,
+    slice_,
+    split,
+)
 
 TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
 """The rule of an element-wise op of the table's form that an ATen op is
@@ -85,6 +94,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
     aten.scaled_dot_product_attention: sdpa,
+    aten.neg: neg,
     aten.add: add,
     aten.sub: sub,
     aten.rsub: rsub,
@@ -133,7 +143,9 @@ IGNORED = {aten._assert_tensor_metadata.default}
 __all__ = [
     "ATEN_RULES",
     "Expanded",
+    "Selected",
     "materialise_expand",
+    "materialise_selected",
     "IGNORED",
     "MATERIALISED",
     "MaxWithIndices",

@@ -2,7 +2,7 @@
 
 A rule returns a node's value: an SSA value, or one of the stand-ins here
 (:class:`Partial`, :class:`Parameter`, :class:`MaxWithIndices`,
-:class:`Expanded`, :class:`Pieces`) that later rules combine or the converter
+:class:`Expanded`, :class:`Pieces`, :class:`Selected`) that later rules combine or the converter
 materialises.
 """
 
@@ -82,7 +82,18 @@ class Pieces:
     node: fx.Node
 
 
-Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces
+@dataclass(frozen=True)
+class Selected:
+    """``source`` times ``matrix`` (``[n, m]``) along ``dim``: a slice, a
+    negated slice or a concatenation of them (:mod:`.slicing`)."""
+
+    source: fx.Node
+    dim: int
+    matrix: torch.Tensor
+    node: fx.Node
+
+
+Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces | Selected
 
 
 class Converter(Protocol):

@@ -2,12 +2,15 @@
 ``chunk``, ``select``.
 
 The kernel dialect has no slice or concat op of its own at the kernel level,
-so each is a product with a 0/1 selection matrix along the dim: a slice of
-``n`` elements to ``m`` is ``x @ S`` with ``S[i, j] = 1`` where source ``i``
-lands at ``j``, a concatenation the sum of each part times its placement.
-Both are exact (each output element is one input element times one), in the
-interpreter, on the GPU and in the verifier's finite field. This is
-``rotate_half`` of rotary embeddings written as ``cat((-x2, x1))``.
+so each is a product with a matrix along the dim: a slice of ``n`` elements
+to ``m`` is ``x @ S`` with ``S[i, j] = 1`` where source ``i`` lands at ``j``,
+a negated slice ``x @ -S``, and a concatenation of such selections of one
+tensor along the dim they select ``x @ [S_1 | S_2 | ...]``. Rules keep a
+selection as a :class:`Selected` stand-in, so ``rotate_half`` of rotary
+embeddings, ``cat((-x[.., d/2:], x[.., :d/2]))``, is one matmul by a signed
+permutation. Every product is exact (each output element is one input
+element times 1 or -1), in the interpreter, on the GPU and in the verifier's
+finite field. Parts of other tensors are placed by selections and summed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import node_shape, unsupported
-from mirage_xdsl.torch.rules.operands import Converter, Pieces, Value
+from mirage_xdsl.torch.rules.operands import Converter, Pieces, Selected, Value
 
 
 def along(
@@ -43,12 +46,17 @@ def selection(n: int, picked: Sequence[int]) -> torch.Tensor:
     return matrix
 
 
-def sliced(c: Converter, a: Any, dim: int, picked: Sequence[int]) -> SSAValue:
-    """The elements ``picked`` of ``a`` along ``dim``."""
-    shape = node_shape(a)
-    if list(picked) == list(range(shape[dim])):
-        return c.value(a)
-    return along(c, c.value(a), shape, dim, selection(shape[dim], picked))
+def selected(a: Any, dim: int, picked: Sequence[int], node: fx.Node) -> Selected:
+    """The elements ``picked`` of ``a`` along ``dim``, as a stand-in."""
+    return Selected(a, dim, selection(node_shape(a)[dim], picked), node)
+
+
+def materialise_selected(c: Converter, s: Selected) -> SSAValue:
+    """A :class:`Selected` value as ops (none if it selects everything)."""
+    shape = node_shape(s.source)
+    if torch.equal(s.matrix, torch.eye(shape[s.dim])):
+        return c.value(s.source)
+    return along(c, c.value(s.source), shape, s.dim, s.matrix)
 
 
 def slice_(
@@ -66,23 +74,33 @@ def slice_(
     picked = range(shape[dim])[slice(start, end, step)]
     if not picked:
         raise unsupported(node, "an empty slice")
-    return sliced(c, a, dim, picked)
+    if list(picked) == list(range(shape[dim])):
+        return c.env[a]
+    return selected(a, dim, picked, node)
 
 
 def select(c: Converter, node: fx.Node, a: Any, dim: int, index: int) -> Value:
     """``x[..., i]`` along ``dim``: a one-element slice without the dim."""
     shape = node_shape(a)
     dim %= len(shape)
-    y = sliced(c, a, dim, [index % shape[dim]])
+    y = materialise_selected(c, selected(a, dim, [index % shape[dim]], node))
     return c.graph.reshape(y, node_shape(node))
 
 
 def cat(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> Value:
-    """``torch.cat(tensors, dim)``: the sum of each part placed by a
-    selection matrix (part ``i`` of ``n_i`` lands at its offset)."""
+    """``torch.cat(tensors, dim)``: selections of one tensor along ``dim`` are
+    one selection (their matrices side by side); other parts are placed by a
+    selection matrix each (part ``i`` of ``n_i`` lands at its offset) and
+    summed."""
     shape = node_shape(node)
     dim %= len(shape)
     parts = [t for t in tensors if math.prod(node_shape(t))]
+    picks = [c.env.get(t) for t in parts]
+    if all(isinstance(p, Selected) for p in picks):
+        sources = {(p.source, p.dim) for p in picks}  # type: ignore[union-attr]
+        if len(sources) == 1 and next(iter(sources))[1] == dim:
+            matrix = torch.cat([p.matrix for p in picks], dim=1)  # type: ignore[union-attr]
+            return Selected(picks[0].source, dim, matrix, node)  # type: ignore[union-attr]
     total, offset, out = shape[dim], 0, None
     for t in parts:
         ts = node_shape(t)
@@ -120,6 +138,14 @@ def _pieces(
     return Pieces(a, dim % len(node_shape(a)), ranges, node)
 
 
-def piece(c: Converter, pieces: Pieces, index: int) -> SSAValue:
-    """Piece ``index`` of a split, sliced when it is read."""
-    return sliced(c, pieces.source, pieces.dim, pieces.ranges[index])
+def piece(pieces: Pieces, index: int, node: fx.Node) -> Selected:
+    """Piece ``index`` of a split."""
+    return selected(pieces.source, pieces.dim, pieces.ranges[index], node)
+
+
+def negated(c: Converter, node: fx.Node, a: Any) -> Value | None:
+    """``-x`` of a selection is the selection by the negated matrix."""
+    s = c.env.get(a)
+    if isinstance(s, Selected):
+        return Selected(s.source, s.dim, -s.matrix, node)
+    return None
