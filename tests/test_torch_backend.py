@@ -201,3 +201,25 @@ def test_search_options_reach_the_search(caplog, monkeypatch):
     assert [{k: o[k] for k in ("budget", "cache_dir")} for o in seen] == [
         {"budget": 2, "cache_dir": "none"}
     ]
+
+
+def masked_attention(q, k, v, mask):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32], ids=str)
+def test_masked_attention_matches_torch(mask_dtype, caplog):
+    """A boolean mask (read as 0/1) multiplies, a float mask adds; the mask
+    reaches the µGraph as an input from torch."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 4, 8, generator=g) for _ in range(3))
+    keep = torch.rand(1, 1, 4, 4, generator=g) < 0.6
+    keep[..., 0] = True
+    mask = keep if mask_dtype == torch.bool else torch.where(keep, 0.0, -1e9)
+    compiled = torch.compile(masked_attention, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(q, k, v, mask)
+    torch.testing.assert_close(
+        out, masked_attention(q, k, v, mask), rtol=1e-5, atol=1e-5
+    )
+    assert any("ops as 1 µGraphs, 0 as torch" in m for m in mirage_log(caplog))

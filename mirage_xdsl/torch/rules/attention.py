@@ -127,7 +127,7 @@ def masked_softmax(
 ) -> SSAValue:
     """The safe softmax over the last dim, with the mask applied.
 
-    A 0/1 mask ``m`` moves masked scores to ``-MASKED`` first (``s m +
+    A 0/1 mask ``m`` moves masked scores ``MASKED`` down first (``s +
     MASKED (m - 1)``), so the row maximum is over attended scores and no
     masked score can overflow ``exp``, then multiplies the exponentials by
     ``m``, which makes masked terms exactly zero (in the verifier's field
@@ -137,8 +137,7 @@ def masked_softmax(
         s = c.graph.add(s, mask[1])
     if mask is not None and mask[0] == "mul":
         m = mask[1]
-        below = c.graph.add_scalar(c.graph.mul_scalar(m, MASKED), -MASKED)
-        s = c.graph.add(c.graph.mul(s, m), below)
+        s = c.graph.add(s, c.graph.add_scalar(c.graph.mul_scalar(m, MASKED), -MASKED))
     e = c.graph.exp(c.graph.add(s, c.graph.neg(c.graph.reduce_max(s, last))))
     if mask is not None and mask[0] == "mul":
         e = c.graph.mul(e, mask[1])
@@ -146,5 +145,6 @@ def masked_softmax(
 
 
 MASKED = 1.0e4
-"""How far below the attended scores a masked score is moved: ``exp`` of it
-is 0 in fp32, and it is exact in f16 and bf16."""
+"""How far down a masked score is moved: ``exp`` of it relative to the row
+maximum is 0 in fp32 while scores differ by less than ``MASKED - 88``; the
+constant is exact in f16 and bf16."""
