@@ -3,10 +3,13 @@
 The three µGraph levels offer the same arithmetic on tensors that live in
 different memories (device memory, shared memory, registers). Each concrete op
 class in ``kernel``, ``block`` and ``thread`` derives from one of the bases here
-and so inherits its operands, assembly format and shape verifier. The class
-variable ``KIND`` names the operation independently of its level: the
-interpreter, the abstract expressions, the cost model and the lowering read
-their tables by ``KIND``, so each op says once what it means.
+(or, for the ops that move elements, in ``layout_ops``; their common base,
+:class:`TensorOp`, is in ``tensor_base``) and so inherits its operands,
+assembly format and shape verifier. The class variable ``KIND`` names the
+operation independently of its level: the interpreter, the abstract
+expressions, the cost model and the lowering read their tables by ``KIND``, so
+each op says once what it means. The bases of the other modules are
+re-exported here, so every dialect reads its bases from one place.
 """
 
 from __future__ import annotations
@@ -16,17 +19,13 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     Float64Type,
     FloatAttr,
     IntegerAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Dialect, Operation, OpTraits, SSAValue
+from xdsl.ir import Dialect, Operation, OpTraits, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -36,77 +35,24 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import shapes
+from mirage_xdsl.dialects.layout_ops import (  # noqa: F401 (the dialects' bases)
+    BroadcastBase,
+    CastBase,
+    ConcatBase,
+    ReshapeBase,
+    SliceBase,
+    TransposeBase,
+)
+from mirage_xdsl.dialects.tensor_base import (  # noqa: F401 (used as t.*)
+    FLOAT_TYPES,
+    TensorOp,
+    check_float_tensors,
+    check_result_shape,
+    element_type,
+    result_type_like,
+    tensor_shape,
+)
 from mirage_xdsl.ops import OPS, Form, elementwise_kinds, kinds
-
-FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type)
-
-
-def tensor_shape(value: SSAValue | Attribute) -> tuple[int, ...]:
-    """Static shape of a tensor-typed value or type."""
-    ty = value.type if isinstance(value, SSAValue) else value
-    assert isinstance(ty, TensorType)
-    return tuple(ty.get_shape())
-
-
-def element_type(value: SSAValue) -> Attribute:
-    ty = value.type
-    assert isinstance(ty, TensorType)
-    return ty.element_type
-
-
-def check_float_tensors(op: Operation) -> None:
-    """All operands and results are static float tensors of one element type."""
-    values = [*op.operands, *op.results]
-    for v in values:
-        if not isinstance(v.type, TensorType):
-            raise VerifyException(f"'{op.name}' expects tensor types, got {v.type}")
-        if not isinstance(v.type.element_type, FLOAT_TYPES):
-            raise VerifyException(
-                f"'{op.name}' expects f16, bf16 or f32 elements, got "
-                f"{v.type.element_type}"
-            )
-        if any(d < 1 for d in v.type.get_shape()):
-            raise VerifyException(f"'{op.name}' expects static positive shapes")
-    dtypes = {str(element_type(v)) for v in values}
-    if len(dtypes) > 1:
-        raise VerifyException(
-            f"'{op.name}' mixes element types {sorted(dtypes)}; they must agree"
-        )
-
-
-def check_result_shape(op: Operation, expected: tuple[int, ...]) -> None:
-    got = tensor_shape(op.results[0])
-    if got != expected:
-        raise VerifyException(
-            f"'{op.name}' result shape {list(got)} does not match the "
-            f"expected {list(expected)}"
-        )
-
-
-def result_type_like(value: SSAValue, shape: tuple[int, ...]) -> TensorType:
-    return TensorType(element_type(value), shape)
-
-
-class TensorOp(IRDLOperation):
-    """Base of every arithmetic op on tensors, at any level."""
-
-    KIND: ClassVar[str]
-
-    def verify_shape(self) -> tuple[int, ...]:
-        raise NotImplementedError
-
-    def constant_args(self) -> list[float]:
-        """The float constants the constructor takes after the operands, so
-        the same op can be rebuilt at another level: ``cls(*xs, *constants)``."""
-        return []
-
-    def verify_(self) -> None:
-        check_float_tensors(self)
-        try:
-            expected = self.verify_shape()
-        except shapes.ShapeError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        check_result_shape(self, expected)
 
 
 class UnaryOp(TensorOp):
@@ -264,194 +210,6 @@ class ReduceMaxBase(ReductionOp):
     """
 
     KIND: ClassVar[str] = "reduce_max"
-
-
-class ConcatBase(TensorOp):
-    """Concatenation of two tensors along one dim."""
-
-    KIND: ClassVar[str] = "concat"
-
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    dim = prop_def(IntegerAttr[I64])
-    result = result_def(TensorType)
-
-    assembly_format = (
-        "$lhs `,` $rhs `dim` $dim attr-dict `:` type($lhs) `,` type($rhs) "
-        "`->` type($result)"
-    )
-
-    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation, dim: int):
-        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
-        shape = shapes.concat(tensor_shape(lhs), tensor_shape(rhs), dim)
-        super().__init__(
-            operands=[lhs, rhs],
-            properties={"dim": IntegerAttr(dim, 64)},
-            result_types=[result_type_like(lhs, shape)],
-        )
-
-    def verify_shape(self) -> tuple[int, ...]:
-        return shapes.concat(
-            tensor_shape(self.lhs), tensor_shape(self.rhs), self.dim.value.data
-        )
-
-
-class SliceBase(TensorOp):
-    """The elements ``[start, end)`` of one dim: a layout change, not arithmetic.
-
-    Rotary embeddings take the two halves of the head dim
-    (``rotate_half``), a fused projection is split into its parts. Every
-    element keeps its value, so the verifier and the abstract expressions see
-    through it; the lowering reads the window straight from device memory.
-    """
-
-    KIND: ClassVar[str] = "slice"
-
-    input = operand_def(TensorType)
-    dim = prop_def(IntegerAttr[I64])
-    start = prop_def(IntegerAttr[I64])
-    end = prop_def(IntegerAttr[I64])
-    result = result_def(TensorType)
-
-    assembly_format = (
-        "$input `dim` $dim `start` $start `end` $end attr-dict `:` type($input) "
-        "`->` type($result)"
-    )
-
-    def __init__(self, input: SSAValue | Operation, dim: int, start: int, end: int):
-        input = SSAValue.get(input)
-        shape = shapes.slice_(tensor_shape(input), dim, start, end)
-        super().__init__(
-            operands=[input],
-            properties={
-                name: IntegerAttr(v, 64)
-                for name, v in (("dim", dim), ("start", start), ("end", end))
-            },
-            result_types=[result_type_like(input, shape)],
-        )
-
-    @property
-    def window(self) -> tuple[int, int, int]:
-        """``(dim, start, end)``."""
-        return (self.dim.value.data, self.start.value.data, self.end.value.data)
-
-    def verify_shape(self) -> tuple[int, ...]:
-        return shapes.slice_(tensor_shape(self.input), *self.window)
-
-
-class BroadcastBase(TensorOp):
-    """A tensor stretched along its size-1 dims, numpy's ``broadcast_to``:
-    a layout change (``torch.expand`` of a computed tensor; attention's
-    ``repeat_kv``). Every element keeps its value; the lowering writes each
-    stretched copy from one tile."""
-
-    KIND: ClassVar[str] = "broadcast"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue | Operation, shape: tuple[int, ...]):
-        input = SSAValue.get(input)
-        new = shapes.expand(tensor_shape(input), shape)
-        super().__init__(operands=[input], result_types=[result_type_like(input, new)])
-
-    def verify_shape(self) -> tuple[int, ...]:
-        return shapes.expand(tensor_shape(self.input), tensor_shape(self.result))
-
-
-class CastBase(TensorOp):
-    """The same values in another float element type: f16, bf16, f32.
-
-    Kernels compute in fp32 whatever their tensors hold, so a cast changes
-    only how a value is stored: the interpreter (an fp32 reference) and the
-    finite-field verifier take it as the identity, and the lowering writes
-    the tile in the result's element type.
-    """
-
-    KIND: ClassVar[str] = "cast"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue | Operation, dtype: Attribute):
-        input = SSAValue.get(input)
-        ty = TensorType(dtype, tensor_shape(input))
-        super().__init__(operands=[input], result_types=[ty])
-
-    def verify_(self) -> None:
-        for v in (self.input, self.result):
-            ty = v.type
-            if not isinstance(ty, TensorType) or not isinstance(
-                ty.element_type, FLOAT_TYPES
-            ):
-                raise VerifyException(
-                    f"'{self.name}' casts between f16, bf16 and f32 tensors, got {ty}"
-                )
-        check_result_shape(self, tensor_shape(self.input))
-
-
-class TransposeBase(TensorOp):
-    """Swap of two dims: a layout change, not arithmetic.
-
-    Attention code swaps the sequence and head dims of its projections and
-    multiplies by the transpose of K; both are this op. Every element keeps its
-    value, so the verifier and the abstract expressions see through it.
-    """
-
-    KIND: ClassVar[str] = "transpose"
-
-    input = operand_def(TensorType)
-    dim0 = prop_def(IntegerAttr[I64])
-    dim1 = prop_def(IntegerAttr[I64])
-    result = result_def(TensorType)
-
-    assembly_format = (
-        "$input `dims` $dim0 `,` $dim1 attr-dict `:` type($input) `->` type($result)"
-    )
-
-    def __init__(self, input: SSAValue | Operation, dim0: int, dim1: int):
-        input = SSAValue.get(input)
-        shape = shapes.transpose(tensor_shape(input), dim0, dim1)
-        super().__init__(
-            operands=[input],
-            properties={"dim0": IntegerAttr(dim0, 64), "dim1": IntegerAttr(dim1, 64)},
-            result_types=[result_type_like(input, shape)],
-        )
-
-    @property
-    def dims(self) -> tuple[int, int]:
-        """The two swapped dims, counted from the front."""
-        return (self.dim0.value.data, self.dim1.value.data)
-
-    def verify_shape(self) -> tuple[int, ...]:
-        return shapes.transpose(tensor_shape(self.input), *self.dims)
-
-
-class ReshapeBase(TensorOp):
-    """Row-major reshape: the same elements in the same order, another shape.
-
-    Splitting ``[b, s, h * d]`` into heads ``[b, s, h, d]`` is one; in device
-    memory it moves nothing, so the lowering gives both sides one buffer.
-    """
-
-    KIND: ClassVar[str] = "reshape"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue | Operation, shape: tuple[int, ...]):
-        input = SSAValue.get(input)
-        new = shapes.reshape(tensor_shape(input), shape)
-        super().__init__(operands=[input], result_types=[result_type_like(input, new)])
-
-    def verify_shape(self) -> tuple[int, ...]:
-        return shapes.reshape(tensor_shape(self.input), tensor_shape(self.result))
 
 
 class RmsNormBase(TensorOp):
