@@ -65,7 +65,9 @@ def greedy(model, forward, steps, prompt=(1, 5, 9, 3, 7)):
 def compiled_tokens(model, steps, caplog):
     compiled = torch.compile(model, backend="mirage", dynamic=False, options=INTERPRET)
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
-        return greedy(model, compiled, steps)
+        tokens = greedy(model, compiled, steps)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    return tokens
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)

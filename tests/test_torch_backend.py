@@ -223,3 +223,20 @@ def test_masked_attention_matches_torch(mask_dtype, caplog):
         out, masked_attention(q, k, v, mask), rtol=1e-5, atol=1e-5
     )
     assert any("ops as 1 µGraphs, 0 as torch" in m for m in mirage_log(caplog))
+
+
+def test_a_part_whose_ugraph_fails_runs_as_torch_and_says_why(caplog, monkeypatch):
+    from mirage_xdsl.torch import function
+
+    def broken(self, *args):
+        raise MirageError("error: no kernels today\nsecond line")
+
+    monkeypatch.setattr(function.MirageFunction, "__call__", broken)
+    x, w = inputs(5)
+    compiled = torch.compile(erf_after_matmul, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x, w), erf_after_matmul(x, w))
+        torch.testing.assert_close(compiled(x, w), erf_after_matmul(x, w))
+    failed = [m for m in mirage_log(caplog) if "its µGraph failed" in m]
+    assert len(failed) == 2  # once per part, on its first call only
+    assert all(m.endswith("its µGraph failed: error: no kernels today") for m in failed)

@@ -96,10 +96,17 @@ def mirage_backend(
 
 
 def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
-    """The callable of one µGraph: searched unless the options say not."""
+    """The callable of one µGraph: searched unless the options say not (or
+    the search fails, which the log says in one line)."""
     module = part.captured.module
     if opts.superoptimize:
-        module = search(module, **opts.search)
+        try:
+            module = search(module, **opts.search)
+        except Exception as e:
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            log.warning(
+                "mirage: %s runs as captured: its search failed: %s", part.name, why
+            )
     return MirageFunction(part.captured, module)
 
 

@@ -15,6 +15,7 @@ the weight is unchanged (same storage, same version counter).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from xdsl.ir import BlockArgument, SSAValue
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.torch.capture import Captured, Converter
 from mirage_xdsl.torch.nodes import DTYPES, aten, node_shape, torch_dtype
+
+log = logging.getLogger("mirage_xdsl.torch")
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,11 @@ def _drop_unused(module: ModuleOp) -> None:
 class MiragePart(torch.nn.Module):
     """A part of a torch graph run by mirage: inputs converted to the
     program's dtype (a boolean mask to 0/1), outputs back to torch's dtypes,
-    views of inputs taken by torch."""
+    views of inputs taken by torch.
+
+    If its first call fails (the kernels do not build, say), the part says so
+    on the log, with the reason in one line, and runs as torch from then on
+    (``fallback``: the part's own torch ops)."""
 
     def __init__(self, run: Callable[..., Any], part: Part):
         super().__init__()
@@ -162,8 +169,29 @@ class MiragePart(torch.nn.Module):
         self.constants = part.captured.parameters
         self.transposed = part.transposed
         self.copies: dict[int, tuple[Any, torch.Tensor]] = {}
+        self.name = part.name
+        self.fallback = part.graph_module
+        self.state = "first"
+        """``first`` until the first call, then ``mirage`` or ``torch``."""
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.state == "mirage":
+            return self._mirage(inputs)
+        if self.state == "torch":
+            return tuple(self.fallback(*inputs))
+        try:
+            out = self._mirage(inputs)
+        except Exception as e:
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            log.warning(
+                "mirage: %s runs as torch: its µGraph failed: %s", self.name, why
+            )
+            self.state = "torch"
+            return tuple(self.fallback(*inputs))
+        self.state = "mirage"
+        return out
+
+    def _mirage(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
         results = self.run(
             *(
