@@ -162,11 +162,11 @@ def test_refusal_in_library_code_called_by_user_code_names_both_lines():
     assert "\n" not in message
 
 
-def test_rotate_half_is_one_matmul_per_rotation():
-    """q and k projections, one signed permutation each for rotate_half,
-    scores, probabilities times values, and the output projection."""
+def test_rotate_half_is_slices_a_negation_and_a_concat():
+    """q, k, v and output projections, scores and probabilities times values
+    are the matmuls; each rotate_half is two kernel.slice and a kernel.concat."""
     fn, xs = blocks(torch.float32)["LlamaAttention"]
     module = capture_program(fn, xs).module
     ops = [op.name for op in module.walk() if op.name.startswith("kernel.")]
-    assert ops.count("kernel.matmul") == 4 + 2 + 2
-    assert ops.count("kernel.neg") == 1  # the softmax's maximum; slices negate in S
+    assert ops.count("kernel.matmul") == 4 + 2
+    assert ops.count("kernel.slice") == 2 * 2 and ops.count("kernel.concat") == 2

@@ -274,10 +274,10 @@ def expand_activation(x, w):
     return (x @ w).unsqueeze(0).expand(3, 4, 4)
 
 
-def test_expand_of_a_computed_tensor_is_a_product_by_ones():
+def test_expand_of_a_computed_tensor_is_a_broadcast():
     x, w = torch.randn(4, 8), torch.randn(8, 4)
     captured = capture_program(expand_activation, [x, w])
-    assert kernel_ops(captured.module)[-1] == "kernel.mul"
+    assert kernel_ops(captured.module)[-1] == "kernel.broadcast"
     torch.testing.assert_close(MirageFunction(captured)(x, w), expand_activation(x, w))
 
 
@@ -652,3 +652,20 @@ def test_functions_reading_modules_from_closures_and_globals_capture():
     assert kernel_ops(captured.module).count("kernel.matmul") == 2
     with torch.no_grad():
         torch.testing.assert_close(MirageFunction(captured)(x), two_layers(x))
+
+
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (lambda x: x[:, 2:6] * 2.0, "kernel.slice"),
+        (lambda x: x[:, ::2] * 2.0, "kernel.matmul"),  # a step: a selection matrix
+        (lambda x: x[:, 3:4] + x[:, 1], "kernel.slice"),
+        (lambda x: torch.cat([x[:, 4:], -x[:, :4]], dim=-1), "kernel.concat"),
+        (lambda x: torch.split(x, 3, dim=1)[2] * 2.0, "kernel.slice"),
+    ],
+)
+def test_slices_and_concatenations_match_torch(fn, op):
+    x = torch.randn(3, 8)
+    captured = capture_program(fn, [x])
+    assert op in kernel_ops(captured.module)
+    torch.testing.assert_close(MirageFunction(captured)(x), fn(x))

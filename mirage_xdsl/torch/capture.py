@@ -11,8 +11,7 @@ is half of a SiLU. Rules return those as :class:`Partial` values, which later
 rules combine into the fused op (``x * rsqrt(mean(x^2))`` becomes
 ``kernel.rms_norm``). A partial value that reaches any other op is
 *materialised* if it can be (``x^2`` becomes ``kernel.square``, a sigmoid
-that is not half of a SiLU ``kernel.sigmoid``, an expand a multiply by ones,
-a slice a matmul by a selection matrix),
+that is not half of a SiLU ``kernel.sigmoid``, an expand ``kernel.broadcast``),
 otherwise the capture fails with a located one-line message naming the torch
 op.
 
@@ -57,10 +56,8 @@ from mirage_xdsl.torch.rules import (
     Expanded,
     MaxWithIndices,
     Parameter,
-    Selected,
     Value,
     materialise_expand,
-    materialise_selected,
 )
 from mirage_xdsl.torch.trace import export, program_name
 
@@ -210,9 +207,6 @@ class Converter:
             return v.value
         if isinstance(v, Expanded):
             self.env[node] = value = materialise_expand(self, v)
-            return value
-        if isinstance(v, Selected):
-            self.env[node] = value = materialise_selected(self, v)
             return value
         if isinstance(v, MaxWithIndices):
             raise unsupported(

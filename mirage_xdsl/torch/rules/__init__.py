@@ -24,7 +24,6 @@ from mirage_xdsl.torch.rules.arith import (
     elementwise,
     gelu,
     mul,
-    neg,
     rsub,
     sigmoid,
     sub,
@@ -48,7 +47,6 @@ from mirage_xdsl.torch.rules.operands import (
     Parameter,
     Partial,
     Rule,
-    Selected,
     Value,
     materialise_expand,
 )
@@ -62,7 +60,6 @@ from mirage_xdsl.torch.rules.reductions import (
 from mirage_xdsl.torch.rules.slicing import (
     cat,
     chunk,
-    materialise_selected,
     select,
     slice_,
     split,
@@ -94,7 +91,6 @@ ATEN_RULES: dict[Any, Rule] = {
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
     aten.scaled_dot_product_attention: sdpa,
-    aten.neg: neg,
     aten.add: add,
     aten.sub: sub,
     aten.rsub: rsub,
@@ -143,9 +139,7 @@ IGNORED = {aten._assert_tensor_metadata.default}
 __all__ = [
     "ATEN_RULES",
     "Expanded",
-    "Selected",
     "materialise_expand",
-    "materialise_selected",
     "IGNORED",
     "MATERIALISED",
     "MaxWithIndices",

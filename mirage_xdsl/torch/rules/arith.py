@@ -27,7 +27,6 @@ from mirage_xdsl.torch.rules.operands import (
     tensor_and_scalar,
     tensor_operands,
 )
-from mirage_xdsl.torch.rules.slicing import negated
 
 
 def elementwise(kind: str) -> Rule:
@@ -56,11 +55,6 @@ def unary(kind: str) -> Rule:
         return getattr(c.graph, kind)(x)
 
     return rule
-
-
-def neg(c: Converter, node: fx.Node, a: Any) -> Value:
-    """``-x``: ``kernel.neg``; of a slice, the slice by the negated matrix."""
-    return negated(c, node, a) or unary("neg")(c, node, a)
 
 
 def _plus_constant(c: Converter, node: fx.Node, x: fx.Node, k: float) -> Value:

@@ -2,7 +2,7 @@
 
 A rule returns a node's value: an SSA value, or one of the stand-ins here
 (:class:`Partial`, :class:`Parameter`, :class:`MaxWithIndices`,
-:class:`Expanded`, :class:`Pieces`, :class:`Selected`) that later rules combine or the converter
+:class:`Expanded`, :class:`Pieces`) that later rules combine or the converter
 materialises.
 """
 
@@ -62,7 +62,7 @@ class MaxWithIndices:
 class Expanded:
     """``x.expand(shape)`` of a computed tensor, possibly reshaped after
     (``reshape``): the kernel dialect broadcasts only inside element-wise ops,
-    so it exists as a value only when materialised (a multiply by ones); an
+    so it exists as a value only when materialised (``kernel.broadcast``); an
     attention reads grouped heads (``repeat_kv``) from ``x`` directly."""
 
     x: SSAValue
@@ -82,18 +82,7 @@ class Pieces:
     node: fx.Node
 
 
-@dataclass(frozen=True)
-class Selected:
-    """``source`` times ``matrix`` (``[n, m]``) along ``dim``: a slice, a
-    negated slice or a concatenation of them (:mod:`.slicing`)."""
-
-    source: fx.Node
-    dim: int
-    matrix: torch.Tensor
-    node: fx.Node
-
-
-Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces | Selected
+Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces
 
 
 class Converter(Protocol):
@@ -179,13 +168,7 @@ def parameter_of(c: Converter, a: Any) -> torch.Tensor | None:
 
 
 def materialise_expand(c: Converter, e: Expanded) -> SSAValue:
-    """An :class:`Expanded` value as ops: ``x * ones`` broadcasts ``x`` to the
-    expanded shape (exact: a product by one), reshaped after if it was."""
-    x = e.x
-    src = tuple(x.type.get_shape())  # type: ignore[attr-defined]
-    if len(src) < len(e.shape):
-        src = (1,) * (len(e.shape) - len(src)) + src
-        x = c.graph.reshape(x, src)
-    ones = torch.ones([n if s == 1 else 1 for s, n in zip(src, e.shape, strict=True)])
-    y = c.graph.mul(x, c.constant(ones))
+    """An :class:`Expanded` value as ops: ``kernel.broadcast`` to the expanded
+    shape, reshaped after if it was."""
+    y = c.graph.broadcast(e.x, e.shape)
     return c.graph.reshape(y, e.reshape) if e.reshape else y
