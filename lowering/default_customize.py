@@ -15,7 +15,10 @@ kernel would use:
   (a maximum is not accumulated across for-loop iterations);
 - ``rms_norm``: the grid tiles the rows; each block normalises whole rows;
 - ``matmul``: the grid tiles the output (batch, rows, columns) and the
-  for-loop walks the contraction dim, accumulating in fp32;
+  for-loop walks the contraction dim, accumulating in fp32; a matmul of at
+  most 16 rows (a decode projection) reads 64-column weight strips, split
+  over K too where that fills the GPU, with the element-wise ops that only
+  continue it fused into its last kernel (``split_k.py``);
 - ``transpose``: the grid tiles the two swapped dims (and one more), and
   each block swaps its tile in shared memory.
 
