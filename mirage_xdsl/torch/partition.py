@@ -38,9 +38,18 @@ from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
 from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
 
-LAYOUT_OPS = frozenset({"kernel.reshape", "kernel.transpose"})
-"""Kernel ops that move no data worth a kernel: a part made only of these
-stays torch."""
+LAYOUT_OPS = frozenset(
+    {
+        "kernel.reshape",
+        "kernel.transpose",
+        "kernel.slice",
+        "kernel.concat",
+        "kernel.broadcast",
+        "kernel.cast",
+    }
+)
+"""Kernel ops that only move or re-store elements: a part made only of these
+stays torch, where most of them are views."""
 
 
 class Support(OperatorSupportBase):
