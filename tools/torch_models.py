@@ -74,10 +74,10 @@ class Decode:
     keys: int
     batch: int
 
-    def build(self) -> tuple[nn.Module, list[torch.Tensor]]:
+    def build(self, device: str = "cuda") -> tuple[nn.Module, list[torch.Tensor]]:
         layer = trained(DecodeLayer(**self.sizes), qk_gain=QK_GAIN)
-        layer = layer.half().cuda().eval()
-        x = torch.randn(self.batch, 1, self.sizes["dim"], device="cuda").half()
+        layer = layer.half().to(device).eval()
+        x = torch.randn(self.batch, 1, self.sizes["dim"], device=device).half()
         return layer, [x, *layer.cache(self.batch, self.keys)]
 
 
