@@ -50,3 +50,35 @@ def test_report_gives_each_method_its_share_of_the_floor() -> None:
     assert "2.0 (50%)" in row and "4.0 (25%)" in row
     assert "skipped (budget)" in row and "wrong (rel L2 1e-1)" in row
     assert "32x8x1·128t" in row
+
+
+class _Timer:
+    """Stands in for GraphTimer: runs each call once and says 2 µs."""
+
+    def per_call_us(self, calls, count: int) -> float:
+        for call in calls:
+            call()
+        return 2.0
+
+
+def test_methods_are_checked_before_they_are_timed() -> None:
+    """On the CPU with a stand-in timer: torch's own method passes the check
+    and gets its time; a method computing something else is reported wrong
+    and not timed; one that raises is an error of one line; and with the
+    budget spent, the rest is skipped."""
+    args = bp.parse_args(["--only", "l2norm", "--rows", "8"])
+    bench = bp.Bench(args, timer=_Timer(), device="cpu")
+    case = bp.cases(args)[0]
+    bench.time_method(case, "torch", bench.torch_method(case, None))
+    assert case.status["torch"] == "ok" and case.us["torch"] == 2.0
+    bench.time_method(case, "default", lambda: lambda xs: xs[0])
+    assert case.status["default"].startswith("wrong") and "default" not in case.us
+
+    def broken():
+        raise ValueError("no kernel\nsecond line")
+
+    bench.time_method(case, "search", broken)
+    assert case.status["search"] == "error: no kernel"
+    bench.deadline = 0.0
+    bench.time_method(case, "torch.compile", bench.torch_method(case, "default"))
+    assert case.status["torch.compile"] == "skipped (budget)"

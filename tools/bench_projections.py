@@ -199,14 +199,17 @@ def torch_fn(case: Case) -> Callable:
 
 
 class Bench:
-    def __init__(self, args):
+    """Builds, checks and times each method of each case on one device."""
+
+    def __init__(self, args, timer=None, device: str = "cuda"):
         import torch
 
         from mirage_xdsl.runtime.timer import GraphTimer
 
         self.args = args
         self.torch = torch
-        self.timer = GraphTimer(reps=args.reps, warmup=3)
+        self.device = device
+        self.timer = timer or GraphTimer(reps=args.reps, warmup=3)
         self.deadline = time.monotonic() + args.budget
 
     def left(self) -> float:
@@ -214,10 +217,10 @@ class Bench:
 
     def inputs(self, case: Case) -> list:
         torch = self.torch
-        g = torch.Generator(device="cuda").manual_seed(0)
+        g = torch.Generator(device=self.device).manual_seed(0)
         xs = []
         for s in case.shapes:
-            x = torch.randn(s, device="cuda", dtype=torch.float16, generator=g)
+            x = torch.randn(s, device=self.device, dtype=torch.float16, generator=g)
             if case.kind == "projection" and len(xs) == 1:
                 x /= s[0] ** 0.5
             xs.append(x)
@@ -247,7 +250,8 @@ class Bench:
             case.status[method] = problem or "ok"
         except Exception as e:  # one method failing is a row of the report
             case.status[method] = "error: " + one_line(e)
-            self.torch.cuda.synchronize()
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
         print(
             json.dumps(
                 {
@@ -319,7 +323,8 @@ class Bench:
     def copy_bandwidth(self) -> float:
         """Bytes per second of a 1 GiB device-to-device copy (read + write)."""
         torch = self.torch
-        src = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device="cuda").fill_(1)
+        src = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device=self.device)
+        src.fill_(1)
         dst = torch.empty_like(src)
         us = self.timer.per_call_us([lambda: dst.copy_(src)], 1)
         return COPY_BYTES / (us * 1e-6)
