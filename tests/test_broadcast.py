@@ -104,3 +104,26 @@ def test_search_keeps_the_broadcast_between_segments() -> None:
     out = superoptimize(program, budget=20.0, jobs=1, cache_dir="none", log=None)
     assert str(out).count("kernel.broadcast") == 2
     assert equivalent(program, out)
+
+
+def test_builder_reads_past_a_broadcast_its_consumer_does_itself() -> None:
+    """A broadcast feeding an element-wise op or a matmul that broadcasts the
+    same way is never made: the op reads its operand, and the unread
+    broadcast is dropped; one that is returned stays."""
+    g = new_kernel_graph()
+    x, y, w = g.new_input((4, 1, 8)), g.new_input((4, 3, 8)), g.new_input((8, 5))
+    m = g.mul(g.broadcast(x, (4, 3, 8)), y)
+    p = g.matmul(m, g.broadcast(w, (4, 8, 5)))
+    g.mark_output(p)
+    g.mark_output(g.broadcast(x, (4, 3, 8)))
+    module = g.module()
+    names = [op.name for op in module.walk() if op.name.startswith("kernel.")]
+    assert names == ["kernel.mul", "kernel.matmul", "kernel.broadcast"]
+    rng = np.random.default_rng(0)
+    xs = [
+        rng.standard_normal(s).astype(np.float32)
+        for s in [(4, 1, 8), (4, 3, 8), (8, 5)]
+    ]
+    got_p, got_b = run(module, xs)
+    np.testing.assert_allclose(got_p, (xs[0] * xs[1]) @ xs[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got_b, np.broadcast_to(xs[0], (4, 3, 8)))

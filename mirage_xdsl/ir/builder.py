@@ -59,9 +59,33 @@ def _scalar(cls: type[t.TensorOp]) -> Callable[..., SSAValue]:
 
 def _binary(cls: type[t.TensorOp]) -> Callable[..., SSAValue]:
     def method(self: _Builder, a: SSAValue, b: SSAValue) -> SSAValue:
+        a, b = unstretched(a, b, shapes.broadcast)
         return self._add(cls(a, b))
 
     return method
+
+
+def unstretched(
+    a: SSAValue, b: SSAValue, rule: Callable[..., tuple[int, ...]]
+) -> tuple[SSAValue, SSAValue]:
+    """``a`` and ``b``, each ``kernel.broadcast`` replaced by its operand where
+    the op (whose shape ``rule`` gives) broadcasts it to the same result by
+    itself: the stretched copy is then never made (``function`` drops a
+    broadcast nothing reads)."""
+    want = rule(t.tensor_shape(a), t.tensor_shape(b))
+    for i in (0, 1):
+        pair = [a, b]
+        owner = pair[i].owner
+        if not isinstance(owner, kernel.BroadcastOp):
+            continue
+        pair[i] = owner.input
+        try:
+            same = rule(*(t.tensor_shape(v) for v in pair)) == want
+        except shapes.ShapeError:
+            same = False
+        if same:
+            a, b = pair
+    return a, b
 
 
 ELEMENTWISE_METHODS = {Form.UNARY: _unary, Form.SCALAR: _scalar, Form.BINARY: _binary}
@@ -99,6 +123,8 @@ class _Builder:
         return getattr(self.level, kind)
 
     def matmul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """``a @ b`` over the last two dims, batch dims broadcast."""
+        a, b = unstretched(a, b, shapes.matmul)
         return self._add(self._op("MatmulOp")(a, b))
 
     def rms_norm(self, a: SSAValue, eps: float = 0.0) -> SSAValue:
@@ -193,6 +219,14 @@ class KernelGraph(_Builder):
         return list(op.results)
 
     def function(self) -> func.FuncOp:
+        """The finished ``func.func``; broadcasts nothing reads (an operation
+        reads its operand instead, see :func:`unstretched`) are dropped."""
+        for op in reversed(list(self.block.ops)):
+            unread = not any(r.uses for r in op.results)
+            if isinstance(op, kernel.BroadcastOp) and unread:
+                if op.result not in self.outputs:
+                    op.detach()
+                    op.erase()
         self.block.add_op(func.ReturnOp(*self.outputs))
         inputs = [a.type for a in self.block.args]
         outputs = [v.type for v in self.outputs]
