@@ -26,7 +26,7 @@ project's way (``runtime/timer.GraphTimer``: 20 calls in a CUDA graph, L2
 flushed before each, the flushes' own time taken off). The floor is the
 fewest bytes each program must move at the bandwidth of a 1 GiB copy::
 
-    python tools/bench_model_ops.py --out DIR          # about 4 minutes
+    python tools/bench_model_ops.py --out DIR          # at most 7 minutes (--budget 420)
     python tools/bench_model_ops.py --only rope,repeat_kv --no-search
     python tools/bench_model_ops.py --dry-run          # no GPU: build all
 
