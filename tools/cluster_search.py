@@ -74,6 +74,7 @@ def check(args: argparse.Namespace) -> str | None:
     except ImportError:
         return "the Dask run needs dask.distributed (pip install 'mirage-xdsl[dask]')"
     return None
+    return None
 
 
 # --- one search, in a process of its own -------------------------------------
