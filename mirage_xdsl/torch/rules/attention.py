@@ -6,9 +6,8 @@
   ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key head
   serves its group and the widened keys are never built.
 - A boolean mask (``True`` attends) and ``is_causal`` are 0/1 multipliers of
-  the exponentials, exact in the verifier's field; masked scores are moved
-  far below the others first, so the row maximum is over attended scores.
-  A float mask is added to the scores, as torch does.
+  the exponentials (:func:`masked_softmax`), exact in the verifier's field. A
+  float mask is added to the scores, as torch does.
 """
 
 from __future__ import annotations
@@ -127,24 +126,18 @@ def masked_softmax(
 ) -> SSAValue:
     """The safe softmax over the last dim, with the mask applied.
 
-    A 0/1 mask ``m`` moves masked scores ``MASKED`` down first (``s +
-    MASKED (m - 1)``), so the row maximum is over attended scores and no
-    masked score can overflow ``exp``, then multiplies the exponentials by
-    ``m``, which makes masked terms exactly zero (in the verifier's field
-    too)."""
+    A 0/1 mask ``M`` multiplies the exponentials: ``exp(s - max) M /
+    sum(exp(s - max) M)``, plain ring arithmetic the verifier proves for every
+    mask, and the form the search fuses into one kernel reading the mask along
+    its key loop. The row maximum is over all scores, masked ones too: the
+    shift cancels, and no exponential exceeds 1; an attended one underflows
+    only if every attended score is below a masked one by more than fp32's
+    range (about 87) inside a kernel, or f16's (about 17) where an
+    unsearched program stores the exponentials in f16."""
     last = len(s.type.get_shape()) - 1  # type: ignore[attr-defined]
     if mask is not None and mask[0] == "add":
         s = c.graph.add(s, mask[1])
-    if mask is not None and mask[0] == "mul":
-        m = mask[1]
-        s = c.graph.add(s, c.graph.add_scalar(c.graph.mul_scalar(m, MASKED), -MASKED))
     e = c.graph.exp(c.graph.add(s, c.graph.neg(c.graph.reduce_max(s, last))))
     if mask is not None and mask[0] == "mul":
         e = c.graph.mul(e, mask[1])
     return c.graph.div(e, c.graph.reduction(e, last))
-
-
-MASKED = 1.0e4
-"""How far down a masked score is moved: ``exp`` of it relative to the row
-maximum is 0 in fp32 while scores differ by less than ``MASKED - 88``; the
-constant is exact in f16 and bf16."""
