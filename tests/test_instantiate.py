@@ -111,3 +111,26 @@ def test_two_op_program_completes_its_search() -> None:
     assert len(report.tasks) == 1 and report.bounded > 1000
     assert report.kernels_after == 1
     assert_same_function(program, outcome)
+
+
+@pytest.mark.parametrize(
+    "k, lhs, fits",
+    [(4096, "norm", False), (4096, "input", True), (1024, "norm", True)],
+)
+def test_dots_fit_shared_memory_or_are_split_by_the_lowering(
+    k: int, lhs: str, fits: bool
+) -> None:
+    """A normalised row times a whole-K weight strip of 16 columns: at
+    K = 4096 its tensor-core operands (rows padded to 16) take 256 KB, more
+    than a block has, and nothing can split a computed row, so the size is
+    no candidate; read straight from memory, the Triton lowering splits the
+    same product along K; at K = 1024 it fits as it is."""
+    from mirage_xdsl.search.instantiate import dots_fit
+    from mirage_xdsl.search.ugraph import BlockGraph, BlockInput, Op
+
+    inputs = (BlockInput(0, (-1, -1, -1), -1), BlockInput(1, (1, -1, -1), -1))
+    x = 2 if lhs == "norm" else 0
+    ops = (Op("rms_norm", (0,)), Op("matmul", (x, 1)))
+    graph = BlockGraph((256, 1, 1), 1, inputs, ops, ((3, (1, -1, -1)),))
+    tiles = [(1, k), (k, 16), (1, k), (1, 16)]
+    assert dots_fit(graph, tiles, 2) == fits

@@ -189,7 +189,7 @@ def instantiate(
         grown: list[tuple[float, tuple[KernelOp, ...], list[Tensor]]] = []
         for ops, tensors in states:
             found = _concretize(
-                step, operands, tensors, plan.labels, axis_sizes, options
+                step, operands, tensors, plan.labels, axis_sizes, options, dtype
             )
             for op, results in found:
                 new_ops = (*ops, op)
@@ -208,6 +208,31 @@ def instantiate(
     return out
 
 
+DOT_MIN = 16
+"""``tl.dot`` pads every side of its operands to at least this."""
+
+
+def _dot_bytes(shape: Sequence[int], elem: int) -> int:
+    padded = [max(DOT_MIN, 1 << max(d - 1, 0).bit_length()) for d in shape[-2:]]
+    return elem * numel(shape[:-2]) * padded[0] * padded[1]
+
+
+def dots_fit(graph: BlockGraph, tiles: Sequence[Sequence[int]], elem: int) -> bool:
+    """Whether each matmul's operands, padded as tensor cores take them, fit
+    a block's shared memory, or are tiles read straight from device memory
+    (which the Triton lowering splits along K until they do). A product of a
+    computed tile (a normalised row, say) and a whole-K weight strip would
+    otherwise be a candidate no Triton kernel can hold."""
+    first = len(graph.inputs)
+    for op in graph.ops:
+        if op.kind != "matmul" or all(v < first for v in op.operands):
+            continue
+        need = sum(_dot_bytes(tiles[v], elem) for v in op.operands)
+        if need > H100.shared_memory_per_block:
+            return False
+    return True
+
+
 def _concretize(
     step: KernelOp | BlockCandidate,
     operands: tuple[int, ...],
@@ -215,6 +240,7 @@ def _concretize(
     all_labels: tuple[tuple[L.Label, ...], ...],
     axis_sizes: dict[L.Label, int],
     options: SearchOptions,
+    dtype: str = "f16",
 ):
     first_result = len(tensors)
     if isinstance(step, KernelOp):
@@ -233,6 +259,8 @@ def _concretize(
             continue
         try:
             tiles = block_shapes(graph, [s.shape for s in sources])
+            if not dots_fit(graph, tiles, 4 if dtype == "f32" else 2):
+                continue
             results = [
                 Tensor(
                     shapes.stitched_shape(tiles[v], omap, sizes.grid),
