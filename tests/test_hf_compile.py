@@ -148,3 +148,15 @@ def test_gpt2_logits_match_eager(caplog):
     for op in ("aten.layer_norm", "aten.addmm", "aten.scaled_dot_product_attention"):
         assert [part for part, name in ops if name == op], op
         assert all(part != "torch" for part, name in ops if name == op), op
+
+
+@pytest.mark.slow
+def test_searched_parts_give_eager_tokens(caplog):
+    """Every part searched (a few seconds each), then run in the interpreter."""
+    model = tiny_llama(torch.float16)
+    options = {"cpu": "interpret", "budget": 5, "jobs": 1, "cache_dir": "none"}
+    compiled = torch.compile(model, backend="mirage", dynamic=False, options=options)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        tokens = greedy(model, compiled, 3)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert tokens == greedy(model, model, 3)
