@@ -36,6 +36,7 @@ import torch
 from torch import fx
 
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.function import MirageFunction, search
 from mirage_xdsl.torch.nodes import op_name
 from mirage_xdsl.torch.partition import Account, Part, fuse, partition
@@ -121,6 +122,14 @@ def report(graph: int, account: Account) -> None:
         len(account.torch),
     )
     for part in account.parts:
+        function = entry_function(part.captured.module)
+        kernel_ops = sum(1 for op in function.walk() if op.name.startswith("kernel."))
+        log.info(
+            "mirage:   %s is @%s (%d kernel ops)",
+            part.name,
+            function.sym_name.data,
+            kernel_ops,
+        )
         for node in part.nodes:
             log.info("mirage:   %s  %s  %s", part.name, op_name(node), where(node))
     for node, why in account.torch.items():

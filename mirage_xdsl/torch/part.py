@@ -15,6 +15,7 @@ the weight is unchanged (same storage, same version counter).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch.utils._pytree import tree_flatten
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from mirage_xdsl.dialects import kernel
@@ -65,18 +66,16 @@ class Part:
         return any(o.source == "program" for o in self.outputs)
 
 
-def convert_graph(
-    sub: fx.GraphModule, name: str
-) -> tuple[Captured, list[Output], list[int]]:
+def convert_graph(sub: fx.GraphModule) -> tuple[Captured, list[Output], list[int]]:
     """A self-contained ATen graph as a program, its output plan and the
     inputs whose transposes the program takes. Its placeholders are the
     inputs, all of the compute dtype (its first 16-bit float input's, else
-    f32), followed by those transposes."""
+    f32), followed by those transposes; it is named after its content."""
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
     narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
     converter = PartConverter(
-        sub.graph, name, DTYPES[narrow[0] if narrow else torch.float32]
+        sub.graph, "part", DTYPES[narrow[0] if narrow else torch.float32]
     )
     converter.bind_inputs()
     plan: list[Output] = []
@@ -96,6 +95,7 @@ def convert_graph(
         plan.append(Output("program", returned[base], shape))
     module = converter.graph.module()
     _drop_unused(module)
+    _name_by_content(module)
     _, spec = tree_flatten(tuple(range(len(returned))))
     captured = Captured(module, converter.parameters, spec)
     return captured, plan, converter.transposed_indices
@@ -131,6 +131,17 @@ class PartConverter(Converter):
         if node in self.transposes:
             return self.transposes[node]
         return super().transposed(node)
+
+
+def _name_by_content(module: ModuleOp) -> None:
+    """Name the program ``part_<digest of its text>``: parts that compute the
+    same (every layer of a model) are one program, which the search and the
+    kernel caches find again."""
+    from mirage_xdsl.ir.printing import module_text
+    from mirage_xdsl.semantics.interpreter import entry_function
+
+    digest = hashlib.sha256(module_text(module).encode()).hexdigest()[:12]
+    entry_function(module).sym_name = StringAttr(f"part_{digest}")
 
 
 def _unviewed(value: SSAValue) -> SSAValue:

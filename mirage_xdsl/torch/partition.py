@@ -228,7 +228,7 @@ def _convert(
     )
     by_name = {n.name: n for n in nodes}
     try:
-        captured, outputs, transposed = convert_graph(sub, name)
+        captured, outputs, transposed = convert_graph(sub)
     except CaptureError as e:
         node = by_name.get(e.node.name) if e.node is not None else None
         support.refused[node or nodes[0]] = e.reason
