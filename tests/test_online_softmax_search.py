@@ -286,3 +286,19 @@ def test_captured_decode_attention_at_full_shape(tmp_path, capsys):
     module = _captured_sdpa(32, 8, 64, 4096)
     found = _search(module, 4096, budget=120.0)
     _mirage_verify(module, found, tmp_path, capsys)
+
+
+def test_bench_tool_reports_the_split_and_the_shifted_combine(decode_search):
+    """tools/bench_decode_attention.py says what the pick does: two
+    customized kernels, the first taking part maxima, the second adding the
+    parts up weighted by them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    from bench_decode_attention import shape_of
+
+    _, found = decode_search
+    split, combine = shape_of(found)["customized"]
+    assert split["reduce_max"] and not split["shifted_accums"]
+    assert combine["shifted_accums"] == 2 and combine["forloop"] > 1

@@ -21,13 +21,14 @@ ranked by the cost model::
 On the H100 with 16 cores: a 240 s search (timing its candidates), then a
 few seconds of compiling and timing; about 5 minutes in all. Writes
 ``decode_attention.json`` and ``decode_attention.mlir`` (the µGraph) to
-``--out``.
+``--out`` (default ``$OUT``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -132,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--budget", type=float, default=240.0, help="search seconds")
     p.add_argument("--dry-run", action="store_true", help="search only, no GPU")
-    p.add_argument("--out", type=Path, default=Path("decode-attention-out"))
+    p.add_argument(
+        "--out", type=Path, default=Path(os.environ.get("OUT", "decode-attention-out"))
+    )
     args = p.parse_args(argv)
     gpu = torch.cuda.is_available() and not args.dry_run
     from mirage_xdsl.torch import superoptimize
