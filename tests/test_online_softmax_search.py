@@ -92,6 +92,20 @@ def test_flashdecoding_parts_are_subexpressions_of_the_safe_softmax() -> None:
     assert equivalent(out, target)
 
 
+def test_no_maximum_is_added_to_a_plain_softmax() -> None:
+    """Against exp(s) / sum(exp(s)) the part maxima and everything shifted by
+    them are pruned: the search takes no maximum the program does not take."""
+    (plain,) = output_exprs(
+        entry_function(_plain_attention_program(2, 4, 16, 256)), ["Q", "K", "V"]
+    )
+    oracle = SubexprOracle([plain])
+    s = Expr.parse("mul(sum(16, mul(Q, K)), const_1_8)")
+    m = op_expr("reduce_max", [s], [(4, 64)], {"dim": 1})
+    shifted = op_expr("add", [s, Expr("neg", (m,))], [(4, 64), (4, 1)])
+    assert oracle.is_subexpr(s)
+    assert not oracle.is_subexpr(m) and not oracle.is_subexpr(shifted)
+
+
 # --- label rules ---------------------------------------------------------------
 
 
@@ -157,6 +171,19 @@ def _attention_program(groups: int, rows: int, head: int, keys: int) -> ModuleOp
     v = g.new_input((1, groups, keys, head))
     s = g.mul_scalar(g.matmul(q, k), 0.125)
     e = g.exp(g.add(s, g.neg(g.reduce_max(s, 3))))
+    g.mark_output(g.matmul(g.div(e, g.reduction(e, 3)), v))
+    return g.module()
+
+
+def _plain_attention_program(groups: int, rows: int, head: int, keys: int) -> ModuleOp:
+    """The same with the plain softmax, exp(s) / sum(exp(s))."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph("plain_attention")
+    q = g.new_input((1, groups, rows, head))
+    k = g.new_input((1, groups, head, keys))
+    v = g.new_input((1, groups, keys, head))
+    e = g.exp(g.mul_scalar(g.matmul(q, k), 0.125))
     g.mark_output(g.matmul(g.div(e, g.reduction(e, 3)), v))
     return g.module()
 
