@@ -240,3 +240,29 @@ def test_a_part_whose_ugraph_fails_runs_as_torch_and_says_why(caplog, monkeypatc
     failed = [m for m in mirage_log(caplog) if "its µGraph failed" in m]
     assert len(failed) == 2  # once per part, on its first call only
     assert all(m.endswith("its µGraph failed: error: no kernels today") for m in failed)
+
+
+def grouped_masked_attention(q, k, v, mask):
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, enable_gqa=True
+    )
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 1, 1, 6), (1, 1, 4, 6), (1, 4, 4, 6)])
+def test_grouped_heads_with_masks_match_torch(mask_shape):
+    """4 query heads over 2 key heads: a mask the same for every stacked row
+    broadcasts as it is; one per row or per head reads the grouped view."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(1, 4, 4, 8, generator=g)
+    k, v = torch.randn(1, 2, 6, 8, generator=g), torch.randn(1, 2, 6, 8, generator=g)
+    mask = torch.rand(mask_shape, generator=g) < 0.6
+    mask[..., 0] = True
+    compiled = torch.compile(
+        grouped_masked_attention, backend="mirage", options=INTERPRET
+    )
+    torch.testing.assert_close(
+        compiled(q, k, v, mask),
+        grouped_masked_attention(q, k, v, mask),
+        rtol=1e-5,
+        atol=1e-5,
+    )

@@ -155,8 +155,9 @@ def _drop_unused(module: ModuleOp) -> None:
     """Erase ops whose results nothing reads (views left to torch)."""
     ops = [op for op in module.walk() if op.name.startswith("kernel.")]
     for op in reversed(ops):
-        if all(not r.uses for r in op.results):
-            op.erase()
+        block = op.parent_block()
+        if block is not None and all(not r.uses for r in op.results):
+            block.erase_op(op)
 
 
 class MiragePart(torch.nn.Module):

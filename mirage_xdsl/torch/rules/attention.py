@@ -58,16 +58,14 @@ def sdpa(
         query = c.graph.reshape(query, (*sq[:-3], kv_heads, group * sq[-2], sq[-1]))
     scores = c.graph.matmul(query, c.graph.transpose(key, rank - 2, rank - 1))
     scores = c.graph.mul_scalar(scores, scale if scale else 1.0 / math.sqrt(sq[-1]))
-    heads_view = (kv_heads, group) if group > 1 else (heads,)
-    view = (*sq[:-3], *heads_view, sq[-2], sk[-2])
-    mask = mask_of(c, node, attn_mask, is_causal, view)
-    # only a mask needs the grouped view: without one, the softmax of the
-    # stacked rows is the same, and the attention stays one run of
-    # arithmetic ops for the search (a layout op would cut it)
-    grouped = group > 1 and mask is not None
+    mask = mask_of(c, node, attn_mask, is_causal, (sq, sk, kv_heads, group))
+    # the grouped view [.., kv heads, group, l, s] is needed only for a mask
+    # that differs between the stacked rows; otherwise the attention stays one
+    # run of arithmetic ops for the search (a layout op would cut it)
+    grouped = mask is not None and mask[2]
     if grouped:
-        scores = c.graph.reshape(scores, view)
-    p = masked_softmax(c, node, scores, mask)
+        scores = c.graph.reshape(scores, (*sq[:-3], kv_heads, group, sq[-2], sk[-2]))
+    p = masked_softmax(c, node, scores, mask[:2] if mask else None)
     if grouped:
         p = c.graph.reshape(p, (*sq[:-3], kv_heads, group * sq[-2], sk[-2]))
     out = c.graph.matmul(p, value)
@@ -92,33 +90,39 @@ def grouped_heads(c: Converter, a: Any) -> tuple[SSAValue, tuple[int, ...]]:
 
 
 def mask_of(
-    c: Converter, node: fx.Node, mask: Any, is_causal: bool, view: tuple[int, ...]
-) -> tuple[str, SSAValue] | None:
+    c: Converter,
+    node: fx.Node,
+    mask: Any,
+    is_causal: bool,
+    shapes: tuple[tuple[int, ...], tuple[int, ...], int, int],
+) -> tuple[str, SSAValue, bool] | None:
     """The mask as ``("mul", 0/1)`` or ``("add", bias)``, shaped to broadcast
-    over the scores ``view``: ``[.., heads, l, s]``, or ``[.., kv heads,
-    group, l, s]`` for grouped heads."""
+    over the scores, and whether the scores need the grouped view ``[..,
+    kv heads, group, l, s]`` for it. Scores of grouped heads stack each
+    group's ``l`` query rows (``[.., kv heads, group l, s]``): a mask the same
+    for every head and row broadcasts over them as it is, and the causal mask
+    is built stacked."""
+    sq, sk, kv_heads, group = shapes
+    rows, cols = sq[-2], sk[-2]
+    lead = (1,) * (len(sq) - 2)
     if is_causal and mask is not None:
         raise unsupported(node, "both a mask and is_causal")
-    rows, cols = view[-2:]
     if is_causal:
-        causal = torch.ones(rows, cols).tril()
-        return "mul", c.constant(causal.reshape((1,) * (len(view) - 2) + (rows, cols)))
+        causal = torch.ones(rows, cols).tril().repeat(group, 1)
+        return "mul", c.constant(causal.reshape((*lead, group * rows, cols))), False
     if mask is None:
         return None
-    grouped = len(view) - len(node_shape(node))  # 1 when heads are grouped
+    kind = "mul" if node_meta(mask).dtype == torch.bool else "add"
     shape = node_shape(mask)
-    shape = (1,) * (len(view) - grouped - len(shape)) + tuple(shape)
-    *mbatch, mh, ml, ms = shape
-    heads = math.prod(view[-4:-2]) if grouped else view[-3]
-    if mh not in (1, heads):
-        raise unsupported(node, f"a mask over {mh} heads for {heads}")
-    head_view = view[-4:-2] if grouped else (mh,)
-    if mh == 1:
-        head_view = (1,) * len(head_view)
+    *mbatch, mh, ml, ms = (1,) * (len(sq) - len(shape)) + tuple(shape)
+    if mh not in (1, kv_heads * group):
+        raise unsupported(node, f"a mask over {mh} heads for {kv_heads * group}")
+    grouped = group > 1 and (mh > 1 or ml > 1)
+    heads = ((kv_heads, group) if mh > 1 else (1, 1)) if grouped else (mh,)
     m = c.value(mask)
-    if (*mbatch, *head_view, ml, ms) != node_shape(mask):
-        m = c.graph.reshape(m, (*mbatch, *head_view, ml, ms))
-    return ("mul" if node_meta(mask).dtype == torch.bool else "add"), m
+    if (*mbatch, *heads, ml, ms) != node_shape(mask):
+        m = c.graph.reshape(m, (*mbatch, *heads, ml, ms))
+    return kind, m, grouped
 
 
 def masked_softmax(
