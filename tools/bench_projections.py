@@ -32,7 +32,7 @@ search's picks, max-autotune last) and what the budget leaves out is marked
 ``skipped``. Triton's autotuning choices are cached under
 ``$MIRAGE_CACHE_DIR``, so a second run spends its time on timing::
 
-    python tools/bench_projections.py --out DIR                 # about 7 minutes
+    python tools/bench_projections.py --out DIR                 # 6 to 7 minutes
     python tools/bench_projections.py --only 8192x2048 --rows 1 --out DIR
     python tools/bench_projections.py --dry-run                 # no GPU: build all
 
@@ -439,8 +439,9 @@ def parse_args(argv):
     p.add_argument(
         "--budget",
         type=float,
-        default=420.0,
-        help="seconds for the whole run (default 420)",
+        default=360.0,
+        help="seconds to start methods in (default 360; the last one started, "
+        "a max-autotune compile say, may run a minute past it)",
     )
     p.add_argument(
         "--search-cap", type=float, default=8.0, help="seconds per search (default 8)"
