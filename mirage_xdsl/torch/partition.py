@@ -18,6 +18,7 @@ after the search); everything else runs as torch.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,13 +245,23 @@ def _convert(
     return part
 
 
+def _insert_subgm(gm: fx.GraphModule, sub: fx.GraphModule, part: Part) -> None:
+    """Add ``sub``'s call to ``gm`` after the part's last node (torch 2.12 on takes
+    that insertion point; earlier releases insert after the part's last result,
+    and the topological sort that follows puts the rest in order)."""
+    if "insertion_point" in inspect.signature(insert_subgm).parameters:
+        insert_subgm(gm, sub, part.inputs, part.results, part.nodes[-1])
+    else:
+        insert_subgm(gm, sub, part.inputs, part.results)
+
+
 def fuse(
     gm: fx.GraphModule, parts: list[Part], run: Callable[[Part], Callable]
 ) -> None:
     """Replace each part's nodes in ``gm`` by one call of ``MiragePart``."""
     for part in parts:
         sub = part.graph_module
-        insert_subgm(gm, sub, part.inputs, part.results, part.nodes[-1])
+        _insert_subgm(gm, sub, part)
         erase_nodes(gm, part.nodes)
         gm.add_submodule(type(sub).__name__, MiragePart(run(part), part))
     torch.fx.passes.tools_common.stable_topological_sort(gm)
