@@ -82,7 +82,7 @@ def test_costed_prefixes_lose_no_candidate_under_the_limit(monkeypatch) -> None:
 def test_last_kernel_must_see_every_argument_the_outputs_need() -> None:
     """One kernel deep, the only kernels that can finish gqa read Q, K and V
     (or tensors made from all three): the others are not searched."""
-    from mirage_xdsl.search.block_search import Layout
+    from mirage_xdsl.search.block_layout import Layout
     from mirage_xdsl.search.generator import Generator, Prefix
 
     fn = entry_function(WORKLOADS["gqa"].module(1, 8))

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
-from mirage_xdsl.search.block_search import Layout, output_map
+from mirage_xdsl.search.block_layout import Layout, output_map
 from mirage_xdsl.search.pruning.abstract_expr import (
     Expr,
     exprs_of_function,

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from mirage_xdsl.search import cost_model
-from mirage_xdsl.search.block_search import Layout
+from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.generator import Generator, Prefix
 from mirage_xdsl.search.instantiate import Plan, instantiate
 from mirage_xdsl.search.options import SearchOptions

@@ -39,17 +39,13 @@ from mirage_xdsl.search import canonical
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
 from mirage_xdsl.search.adapters import Pruner
-from mirage_xdsl.search.block_search import (
-    BlockCandidate,
-    BlockSearch,
-    Layout,
-    Saved,
-    Stats,
-)
+from mirage_xdsl.search.block_layout import BlockCandidate, Layout
+from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
 from mirage_xdsl.search.instantiate import Plan, size_choices
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.ugraph import (
     KernelOp,
     UGraph,

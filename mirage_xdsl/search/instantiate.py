@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.search import labels as L
-from mirage_xdsl.search.block_search import BlockCandidate, Layout, Sizes
+from mirage_xdsl.search.block_layout import BlockCandidate, Layout, Sizes
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.ugraph import (

@@ -28,7 +28,7 @@ class Report:
     explored: int = 0
     unexplored: int = 0
     """Block-level ops of rounds that the budget or the class cap cut short,
-    never tried (``block_search.Stats.unexplored``): ``explored`` plus this
+    never tried (``stats.Stats.unexplored``): ``explored`` plus this
     is a lower bound on the graphs a stopped search's space holds."""
     pruned: int = 0
     complete: int = 0

@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search import labels as L
-from mirage_xdsl.search.block_search import Layout, Stats
+from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
 from mirage_xdsl.search.budget import Stop, reserve, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
@@ -57,6 +57,7 @@ from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.ranking import Measure, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
+from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
 

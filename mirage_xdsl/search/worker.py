@@ -18,7 +18,6 @@ from xdsl.dialects import func
 
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.adapters import float_outputs
-from mirage_xdsl.search.block_search import Stats
 from mirage_xdsl.search.bound import prefix_cost, promising
 from mirage_xdsl.search.generator import Generator, Prefix, Task, rebased
 from mirage_xdsl.search.instantiate import instantiate
@@ -28,6 +27,7 @@ from mirage_xdsl.search.pool import one_blas_thread
 from mirage_xdsl.search.report import Candidate
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.screening import screen
+from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.ugraph import UGraph
 
 Limit = Any
