@@ -83,7 +83,8 @@ def test_last_kernel_must_see_every_argument_the_outputs_need() -> None:
     """One kernel deep, the only kernels that can finish gqa read Q, K and V
     (or tensors made from all three): the others are not searched."""
     from mirage_xdsl.search.block_layout import Layout
-    from mirage_xdsl.search.generator import Generator, Prefix
+    from mirage_xdsl.search.generator import Generator
+    from mirage_xdsl.search.task import Prefix
 
     fn = entry_function(WORKLOADS["gqa"].module(1, 8))
     gen = Generator(fn, SearchOptions())

@@ -32,10 +32,11 @@ from collections.abc import Callable, Sequence
 
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.block_layout import Layout
-from mirage_xdsl.search.generator import Generator, Prefix
+from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.instantiate import Plan, instantiate
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
+from mirage_xdsl.search.task import Prefix
 from mirage_xdsl.search.ugraph import KernelOp, UGraph
 
 Finish = Callable[[UGraph], tuple[float, UGraph] | None]

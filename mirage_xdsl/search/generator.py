@@ -21,16 +21,15 @@ sums written side by side (split-K, FlashDecoding): fusing is what
 customized kernels are for, and a boundary pays only where blocks must
 combine their results.
 
-Work is cut into :class:`Task` items (a prefix and one layout or library
-op); worker processes run them independently. Tasks carry only structure: a
-worker replays a prefix to recompute its tensors.
+Work is cut into tasks (``task.py``) that worker processes run
+independently.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func
@@ -39,13 +38,13 @@ from mirage_xdsl.search import canonical
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
 from mirage_xdsl.search.adapters import Pruner
-from mirage_xdsl.search.block_layout import BlockCandidate, Layout
+from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
 from mirage_xdsl.search.instantiate import Plan, size_choices
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
-from mirage_xdsl.search.stats import Stats
+from mirage_xdsl.search.task import Prefix, Step, Task, TaskResult, step_key
 from mirage_xdsl.search.ugraph import (
     KernelOp,
     UGraph,
@@ -54,48 +53,8 @@ from mirage_xdsl.search.ugraph import (
     to_function,
 )
 
-Step = KernelOp | BlockCandidate
-
 MINI_AXIS = 64
 GRAPHS_PER_OUTPUT_SET = 24
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """The kernels chosen so far, as structure only."""
-
-    steps: tuple[Step, ...] = ()
-    operands: tuple[tuple[int, ...], ...] = ()
-
-
-@dataclass(frozen=True)
-class Task:
-    prefix: Prefix
-    item: Layout | KernelOp
-    final: bool
-    alternates: tuple[Prefix, ...] = ()
-    """Other prefixes with the prefix's :meth:`Generator.signature`: whatever
-    extends the prefix extends them too, so the extension is searched once."""
-    cost: float = 0.0
-    """The least the kernels of the prefix (or of an alternate) cost at full
-    shapes (``bound.py``): with one more kernel, what any completion costs
-    at least."""
-    next_kernel: float | None = None
-    """The least the item's own kernel costs (``bound.py``); None: any
-    kernel's floor."""
-
-
-@dataclass
-class TaskResult:
-    plans: list[Plan] = field(default_factory=list)
-    prefixes: list[Prefix] = field(default_factory=list)
-    stats: Stats = field(default_factory=Stats)
-
-
-def step_key(step: Step, operands: tuple[int, ...]) -> tuple:
-    if isinstance(step, KernelOp):
-        return (operands, step.kind, step.attrs)
-    return (operands, "customized", step.layout, step.ops, step.outputs)
 
 
 def miniature(function: func.FuncOp, axes: L.Axes) -> func.FuncOp:
@@ -466,25 +425,6 @@ class Generator:
         )
 
 
-def rebased(task: Task, result: TaskResult) -> tuple[list[Plan], list[Prefix]]:
-    """The task's plans and prefixes, and the same with each alternate prefix in
-    place of the task's own (they compute the same tensors)."""
-    n = len(task.prefix.steps)
-    plans, prefixes = list(result.plans), list(result.prefixes)
-    for alt in task.alternates:
-        plans += [
-            replace(
-                p, steps=alt.steps + p.steps[n:], operands=alt.operands + p.operands[n:]
-            )
-            for p in result.plans
-        ]
-        prefixes += [
-            Prefix(alt.steps + p.steps[n:], alt.operands + p.operands[n:])
-            for p in result.prefixes
-        ]
-    return plans, prefixes
-
-
 def _walks_split(
     srcs: Sequence[Tensor], grid: tuple[L.Label, ...], loop: L.Label | None
 ) -> bool:
@@ -533,4 +473,4 @@ def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [env[v] for v in ug.outputs]
 
 
-__all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult", "rebased"]
+__all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult"]

@@ -51,13 +51,14 @@ from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
 from mirage_xdsl.search.budget import Stop, reserve, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
 from mirage_xdsl.search.dispatch import executor_for
-from mirage_xdsl.search.generator import Generator, Prefix, Task
+from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
 from mirage_xdsl.search.ranking import Measure, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.stats import Stats
+from mirage_xdsl.search.task import Prefix, Task
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
 

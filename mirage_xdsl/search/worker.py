@@ -19,7 +19,7 @@ from xdsl.dialects import func
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.adapters import float_outputs
 from mirage_xdsl.search.bound import prefix_cost, promising
-from mirage_xdsl.search.generator import Generator, Prefix, Task, rebased
+from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.instantiate import instantiate
 from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
@@ -28,6 +28,7 @@ from mirage_xdsl.search.report import Candidate
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.screening import screen
 from mirage_xdsl.search.stats import Stats
+from mirage_xdsl.search.task import Prefix, Task, rebased
 from mirage_xdsl.search.ugraph import UGraph
 
 Limit = Any
