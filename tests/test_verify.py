@@ -313,7 +313,7 @@ def test_row_maxima_count_in_the_bound() -> None:
     digest's collision adds to the per-pair collision term."""
     from softmax_program import softmax_module
 
-    from mirage_xdsl.verify.residue_arith import ROW_DIGEST_COLLISION
+    from mirage_xdsl.verify.keyed_hash import ROW_DIGEST_COLLISION
 
     safe, plain = (
         program_degrees(softmax_module()),

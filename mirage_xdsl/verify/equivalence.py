@@ -23,11 +23,12 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from mirage_xdsl.semantics.inputs import random_inputs
 from mirage_xdsl.semantics.interpreter import entry_function, run
+from mirage_xdsl.verify.buffer_pool import pool
 from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
 from mirage_xdsl.verify.fingerprint_slice import exponent_only_ops, residue_slice
 from mirage_xdsl.verify.finite_field import FiniteFieldDomain
 from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
-from mirage_xdsl.verify.residue_arith import NUMPY, pool
+from mirage_xdsl.verify.residue_arith import NUMPY
 
 TARGET_BOUND = 2.0**-40
 """The false-positive probability an accepting verdict aims for by default."""

@@ -38,7 +38,7 @@ from mirage_xdsl.dialects.block_structure import Phase, phases_of
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.verify.finite_field import P, Q
-from mirage_xdsl.verify.residue_arith import ROW_DIGEST_COLLISION
+from mirage_xdsl.verify.keyed_hash import ROW_DIGEST_COLLISION
 
 GROUPS = ("input", "exp", "sqrt")
 Vec = tuple[int, int, int]
@@ -115,7 +115,7 @@ class ProgramDegrees:
     """Every sqrt argument depends on the inputs only (no atoms)."""
     row_atoms: bool = False
     """Some atom is a row function (``reduce_max``), whose row digest may
-    collide as well (``residue_arith.ROW_DIGEST_COLLISION``)."""
+    collide as well (``keyed_hash.ROW_DIGEST_COLLISION``)."""
 
 
 @dataclass

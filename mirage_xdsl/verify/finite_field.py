@@ -36,15 +36,9 @@ from typing import Any
 import numpy as np
 
 from mirage_xdsl.ops import OPS, OpSpec, elementwise_kinds
-from mirage_xdsl.verify.residue_arith import (
-    EXP_LOW_BITS,
-    NUMPY,
-    keyed_hash,
-    keyed_word,
-    mulmod,
-    pool,
-    row_digest,
-)
+from mirage_xdsl.verify.buffer_pool import pool
+from mirage_xdsl.verify.keyed_hash import keyed_hash, keyed_word, row_digest
+from mirage_xdsl.verify.residue_arith import EXP_LOW_BITS, NUMPY, mulmod
 
 P = 67108187
 """The large prime: 2q + 1, just below 2^26."""

@@ -20,12 +20,12 @@ their extremes against Python's integers.
 from __future__ import annotations
 
 import math
-import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from mirage_xdsl.verify.buffer_pool import pool
 
 LIMB_BITS = 13
 LIMB = float(1 << LIMB_BITS)
@@ -35,73 +35,6 @@ MAX_SUM_TERMS = 1 << 27
 """Most residues (< 2^26) a float64 sum may add exactly."""
 EXP_LOW_BITS = 13
 """Exponents are split as ``e = hi * 2^13 + lo``: two table lookups and a product."""
-
-_M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
-_M2 = 0x94D049BB133111EB - (1 << 64)
-
-
-class BufferPool:
-    """Large arrays, reused once nothing refers to them any more.
-
-    A fresh 100 MB array costs the kernel tens of milliseconds of page faults
-    before numpy writes a byte, more than the arithmetic on it. A trial makes
-    the same large intermediates for both programs and again for the next
-    trial, so they are recycled: a buffer is free when only this pool holds it
-    (every numpy view keeps its base alive, so a live view is never
-    overwritten).
-    """
-
-    MIN_BYTES = 1 << 22
-    KEEP_BYTES = 1 << 30
-    """Free buffers kept between verdicts (:meth:`trim`)."""
-
-    def __init__(self) -> None:
-        self.buffers: list[np.ndarray] = [np.empty(0, np.uint8)]
-        """The first is a sentinel nothing else refers to: its reference
-        count, taken the same way, is what "free" looks like."""
-
-    def _free_ones(self) -> list[np.ndarray]:
-        free, baseline = [], None
-        for buffer in self.buffers:
-            refs = sys.getrefcount(buffer)
-            if baseline is None:
-                baseline = refs
-            elif refs <= baseline:
-                free.append(buffer)
-        return free
-
-    def empty(self, shape: Sequence[int], dtype: Any = np.float64) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes < self.MIN_BYTES:
-            return np.empty(shape, dtype)
-        fits = [b for b in self._free_ones() if b.nbytes >= nbytes]
-        if fits:
-            best = min(fits, key=lambda b: b.nbytes)
-        else:
-            best = np.empty(nbytes, np.uint8)
-            self.buffers.append(best)
-        return best[:nbytes].view(dtype).reshape(shape)
-
-    def trim(self) -> None:
-        """Give back free buffers beyond :attr:`KEEP_BYTES`, largest first."""
-        free = sorted(self._free_ones(), key=lambda b: b.nbytes)
-        total, dropped = 0, []
-        for buffer in free:
-            total += buffer.nbytes
-            if total > self.KEEP_BYTES:
-                dropped.append(id(buffer))
-        self.buffers = [b for b in self.buffers if id(b) not in dropped]
-
-
-_POOLS = threading.local()
-
-
-def pool() -> BufferPool:
-    """This thread's buffer pool."""
-    if not hasattr(_POOLS, "pool"):
-        _POOLS.pool = BufferPool()
-    return _POOLS.pool
 
 
 def _out(*arrays: Any, dtype: Any = np.float64) -> np.ndarray:
@@ -433,56 +366,6 @@ def _matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
 def summod(x: np.ndarray, axes: tuple[int, ...], m: int) -> np.ndarray:
     check_sum_terms(x.shape, axes)
     return reduce_(np.sum(x, axis=axes, keepdims=True, dtype=np.float64), m)
-
-
-def _shr(z: Any, s: int) -> Any:
-    """Logical right shift of 64-bit words held as int64 (numpy or torch)."""
-    return (z >> s) & ((1 << (64 - s)) - 1)
-
-
-def _mix(z: Any) -> Any:
-    """splitmix64's finaliser on int64 words (products wrap, as in uint64)."""
-    z = z ^ _shr(z, 30)
-    z = z * _M1
-    z = z ^ _shr(z, 27)
-    z = z * _M2
-    return z ^ _shr(z, 31)
-
-
-def keyed_hash(p_part: Any, q_part: Any, key: int) -> Any:
-    """A keyed 53-bit hash of the pair (x_p, x_q), as non-negative int64.
-
-    The pair is packed injectively (``x_p * 2^25 + x_q``, < 2^51), then mixed
-    in two rounds.
-    """
-    packed = (p_part << 25) | q_part
-    return _shr(_mix(_mix(packed ^ key) + key), 11)
-
-
-def keyed_word(word: Any, key: int) -> Any:
-    """A keyed 53-bit hash of a 64-bit word (int64), as non-negative int64."""
-    return _shr(_mix(_mix(word ^ key) + key), 11)
-
-
-ROW_DIGEST_COLLISION = 2.0**-53
-"""Probability (random-oracle model) that two different rows get one digest."""
-_POSITION = 0x9E3779B97F4A7C15 - (1 << 64)
-"""The golden-ratio increment of splitmix64, as an int64: spreads positions."""
-
-
-def row_digest(p_part: Any, q_part: Any, axis: int, key: int, arith: Any) -> Any:
-    """A keyed 53-bit digest of every row along ``axis`` (negative), as int64.
-
-    Each element's pair ``(x_p, x_q)`` is hashed with :func:`keyed_hash`, mixed
-    with its position in the row, and the row's words are added (wrapping, as
-    uint64): a function of the whole row in order, so two rows with different
-    residues anywhere get independent digests (a collision has probability
-    about ``2^-53`` under the random-oracle model). The row axis is kept with
-    size 1.
-    """
-    positions = arith.positions(tuple(p_part.shape), axis)
-    words = _mix(keyed_hash(p_part, q_part, key) ^ (positions * _POSITION))
-    return _shr(_mix(arith.index_sum(words, axis) ^ key), 11)
 
 
 class NumpyArithmetic:

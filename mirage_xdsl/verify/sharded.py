@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.semantics.sharding import Shard, ShardedProgram, run_stages
+from mirage_xdsl.verify.buffer_pool import pool
 from mirage_xdsl.verify.equivalence import (
     MAX_VOID_TRIALS,
     TARGET_BOUND,
@@ -31,7 +32,6 @@ from mirage_xdsl.verify.equivalence import (
 from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
 from mirage_xdsl.verify.fingerprint_slice import exponent_only_ops, residue_slice
 from mirage_xdsl.verify.finite_field import FiniteFieldDomain
-from mirage_xdsl.verify.residue_arith import pool
 
 
 def _difference(
