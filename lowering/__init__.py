@@ -6,7 +6,8 @@ Prerequisites, as passes: ``default_customize`` (a bare kernel op becomes a
 - Triton (the default): ``triton_legalize`` (the pass that makes a program
   Triton can build), ``triton_tiles`` (padded tile shapes), ``triton_printer``
   (one ``@triton.jit`` kernel per customized op, with ``triton_values``,
-  ``triton_buffers``, ``triton_plan`` and ``triton_accums``) and ``triton``
+  ``triton_buffers``, ``triton_plan``, ``triton_accums`` and
+  ``triton_matmul``) and ``triton``
   (the program and the ``-t triton`` target).
 - CUDA C: ``lower_to_gpu`` (the pass to the ``gpux`` dialect) builds each kernel
   with ``kernel_lowering``, from its ``schedule``, ``shared_plan``,

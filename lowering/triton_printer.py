@@ -39,8 +39,9 @@ The printer is split by concept: ``triton_values`` (what is known of a value,
 its padding, and the tile moves every op printer makes), ``triton_buffers``
 (the named buffers a kernel's lines go to), ``triton_plan`` (what is decided
 before printing: fused accumulators, the early ops, the scratch layout),
-``triton_accums`` (the for-loop accumulators) and this module (the other ops,
-and the kernel assembled from its buffers).
+``triton_accums`` (the for-loop accumulators), ``triton_matmul`` (matmuls as
+``tl.dot``, batched or fused into an accumulator) and this module (the other
+ops, and the kernel assembled from its buffers).
 """
 
 from __future__ import annotations
@@ -48,18 +49,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.ir.diagnostics import OpVerifyError
-from mirage_xdsl.lowering.triton_accums import AccumPrinter
 from mirage_xdsl.lowering.triton_buffers import IndentedBuffer
-from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR
+from mirage_xdsl.lowering.triton_matmul import MatmulPrinter
 from mirage_xdsl.lowering.triton_plan import plan_kernel
 from mirage_xdsl.lowering.triton_values import (
+    TRITON_DTYPES,
     Padding,
     Value,
     arange,
@@ -67,19 +67,17 @@ from mirage_xdsl.lowering.triton_values import (
     float_literal,
     row_major_strides,
     scaled,
-    shape_str,
     tile_offsets,
     valid_mask,
 )
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.search.cost_model import unrolled
 
-TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
 POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
 
 
-class KernelPrinter(AccumPrinter):
+class KernelPrinter(MatmulPrinter):
     """Prints one customized op; ``print()`` returns the kernel's source."""
 
     def __init__(self, op: kernel.CustomizedOp, name: str) -> None:
@@ -254,46 +252,6 @@ class KernelPrinter(AccumPrinter):
         moved = replace(v, name=name, real=real, padded=natural)
         self.values[op.result] = self.to_shape(moved, self.tile_of(op), phase)
 
-    def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
-        if v.padded[k_dim] > v.real[k_dim]:
-            v = self.masked(v, phase)
-        return v
-
-    def print_matmul(self, op: block.MatmulOp) -> None:
-        phase = self.phases[op.results[0]]
-        rank = len(t.tensor_shape(op.results[0]))
-        a = self.dot_operand(self.values[op.lhs], rank - 1, phase)
-        b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
-        batch_dims = zip(a.padded[:-2], b.padded[:-2], strict=True)
-        natural = (*(max(x, y) for x, y in batch_dims), a.padded[-2], b.padded[-1])
-        padding = Padding.zero_if(a.clean and b.clean)
-        if op.attributes.get(MATMUL_ATTR) == StringAttr("fma"):
-            expr = (
-                f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
-                f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
-            )
-            self.define(op, phase, expr, natural, padding)
-            return
-        elem = TRITON_DTYPES[dtype_name(op.lhs)]
-        xa = a.name if a.native else f"{a.name}.to({elem})"
-        xb = b.name if b.native else f"{b.name}.to({elem})"
-        if rank > 2:
-            xa, xb = batched_dot_operands(a, b, xa, xb)
-        accum = self.plan.fused_accums.get(op)
-        if accum is not None and rank == 2:
-            result = accum.results[0]
-            acc = self.values[result].name
-            self.values[result] = replace(self.values[result], padding=padding)
-            self.emit(
-                phase,
-                f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}",
-            )
-            return
-        expr = f"tl.dot({xa}, {xb})"
-        if rank > 2:
-            expr = f"tl.reshape({expr}, {shape_str(natural)})"
-        self.define(op, phase, expr, natural, padding)
-
     def block_index(self) -> str:
         """This block's linear index (x fastest)."""
         gx, gy, _ = self.grid
@@ -461,25 +419,6 @@ class PrintedKernel:
     scratch_elems: int
     """fp32 scratch per block; when non-zero the kernel takes a last
     ``scratch`` pointer to ``blocks x scratch_elems`` floats."""
-
-
-def batched_dot_operands(a: Value, b: Value, xa: str, xb: str) -> tuple[str, str]:
-    """The operands of one ``tl.dot`` for a batched product: one 2-d dot when
-    ``b`` has a single batch (``a``'s batches become rows; a weight shared by
-    every batch is read once), else 3-d operands, a single-batch ``a``
-    broadcast to ``b``'s batches."""
-    batch_a, batch_b = prod(a.padded[:-2]), prod(b.padded[:-2])
-    if batch_b == 1:
-        shape_a = (batch_a * a.padded[-2], a.padded[-1])
-        shape_b = tuple(b.padded[-2:])
-        return (
-            f"tl.reshape({xa}, {shape_str(shape_a)})",
-            f"tl.reshape({xb}, {shape_str(shape_b)})",
-        )
-    xa = f"tl.reshape({xa}, {shape_str((batch_a, *a.padded[-2:]))})"
-    if batch_a == 1:
-        xa = f"tl.broadcast_to({xa}, {shape_str((batch_b, *a.padded[-2:]))})"
-    return xa, f"tl.reshape({xb}, {shape_str((batch_b, *b.padded[-2:]))})"
 
 
 def print_kernel(op: kernel.CustomizedOp, name: str) -> PrintedKernel:

@@ -93,6 +93,10 @@ def shape_str(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+TRITON_DTYPES = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}
+"""Triton element types by the name of the element type (:func:`dtype_name`)."""
+
+
 def dtype_name(value: SSAValue) -> str:
     return str(t.element_type(value))
 

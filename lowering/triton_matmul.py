@@ -1,0 +1,97 @@
+"""Matmuls of a Triton kernel.
+
+A ``block.matmul`` prints as one ``tl.dot`` whose operands are cast to the
+tile's element type (f16 or bf16 run on tensor cores) and accumulate in fp32;
+operands padded along K are masked to zero first. A batched product is
+reshaped to one 2-d dot when the right operand has a single batch, else to
+3-d operands (:func:`batched_dot_operands`). A matmul the plan fuses into a
+plain accumulator adds into it (``triton_plan.fused_accums``); one marked
+``fma`` multiplies and ``tl.sum`` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+
+from xdsl.dialects.builtin import StringAttr
+
+from mirage_xdsl.dialects import block
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.dialects.block_structure import Phase
+from mirage_xdsl.lowering.triton_accums import AccumPrinter
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR
+from mirage_xdsl.lowering.triton_plan import KernelPlan
+from mirage_xdsl.lowering.triton_values import (
+    TRITON_DTYPES,
+    Padding,
+    Value,
+    dtype_name,
+    shape_str,
+)
+
+
+class MatmulPrinter(AccumPrinter):
+    """Prints the matmuls of a kernel (see the module's docstring)."""
+
+    plan: KernelPlan
+    """What was decided before printing; set by the kernel printer."""
+
+    def dot_operand(self, v: Value, k_dim: int, phase: Phase) -> Value:
+        if v.padded[k_dim] > v.real[k_dim]:
+            v = self.masked(v, phase)
+        return v
+
+    def print_matmul(self, op: block.MatmulOp) -> None:
+        phase = self.phases[op.results[0]]
+        rank = len(t.tensor_shape(op.results[0]))
+        a = self.dot_operand(self.values[op.lhs], rank - 1, phase)
+        b = self.dot_operand(self.values[op.rhs], rank - 2, phase)
+        batch_dims = zip(a.padded[:-2], b.padded[:-2], strict=True)
+        natural = (*(max(x, y) for x, y in batch_dims), a.padded[-2], b.padded[-1])
+        padding = Padding.zero_if(a.clean and b.clean)
+        if op.attributes.get(MATMUL_ATTR) == StringAttr("fma"):
+            expr = (
+                f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
+                f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
+            )
+            self.define(op, phase, expr, natural, padding)
+            return
+        elem = TRITON_DTYPES[dtype_name(op.lhs)]
+        xa = a.name if a.native else f"{a.name}.to({elem})"
+        xb = b.name if b.native else f"{b.name}.to({elem})"
+        if rank > 2:
+            xa, xb = batched_dot_operands(a, b, xa, xb)
+        accum = self.plan.fused_accums.get(op)
+        if accum is not None and rank == 2:
+            result = accum.results[0]
+            acc = self.values[result].name
+            self.values[result] = replace(self.values[result], padding=padding)
+            self.emit(
+                phase,
+                f"{acc} = tl.dot({xa}, {xb}, {acc})  # {op.name} into {accum.name}",
+            )
+            return
+        expr = f"tl.dot({xa}, {xb})"
+        if rank > 2:
+            expr = f"tl.reshape({expr}, {shape_str(natural)})"
+        self.define(op, phase, expr, natural, padding)
+
+
+def batched_dot_operands(a: Value, b: Value, xa: str, xb: str) -> tuple[str, str]:
+    """The operands of one ``tl.dot`` for a batched product: one 2-d dot when
+    ``b`` has a single batch (``a``'s batches become rows; a weight shared by
+    every batch is read once), else 3-d operands, a single-batch ``a``
+    broadcast to ``b``'s batches."""
+    batch_a, batch_b = prod(a.padded[:-2]), prod(b.padded[:-2])
+    if batch_b == 1:
+        shape_a = (batch_a * a.padded[-2], a.padded[-1])
+        shape_b = tuple(b.padded[-2:])
+        return (
+            f"tl.reshape({xa}, {shape_str(shape_a)})",
+            f"tl.reshape({xb}, {shape_str(shape_b)})",
+        )
+    xa = f"tl.reshape({xa}, {shape_str((batch_a, *a.padded[-2:]))})"
+    if batch_a == 1:
+        xa = f"tl.broadcast_to({xa}, {shape_str((batch_b, *a.padded[-2:]))})"
+    return xa, f"tl.reshape({xb}, {shape_str((batch_b, *b.padded[-2:]))})"
