@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation
 
 from mirage_xdsl.semantics.inputs import random_inputs
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.verify.buffer_pool import pool
 from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
-from mirage_xdsl.verify.fingerprint_slice import exponent_only_ops, residue_slice
+from mirage_xdsl.verify.fingerprint_slice import (
+    ResidueSlice,
+    exponent_only_ops,
+    residue_slice,
+)
 from mirage_xdsl.verify.finite_field import FiniteFieldDomain
 from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
 from mirage_xdsl.verify.residue_arith import NUMPY
@@ -116,10 +122,51 @@ def equivalent(
     per_trial = trial_bound(
         program_degrees(program_a), program_degrees(program_b)
     ).total
-    wanted = trials if trials is not None else trials_for(per_trial, target)
     shapes = [tuple(ty.get_shape()) for ty in _types(program_a)[0]]
-    needs_q = residue_slice(program_a) | residue_slice(program_b)
-    exponent_only = exponent_only_ops(program_a) | exponent_only_ops(program_b)
+
+    def differ(domain: FiniteFieldDomain, xs: list[Any]) -> str | None:
+        outs_a = run(program_a, xs, domain)
+        outs_b = run(program_b, xs, domain)
+        for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True)):
+            if not domain.equal(x, y):
+                return f"output #{i} differs at index {list(domain.first_difference(x, y))}"
+        return None
+
+    return fingerprint_trials(
+        differ,
+        shapes,
+        residue_slice(program_a) | residue_slice(program_b),
+        exponent_only_ops(program_a) | exponent_only_ops(program_b),
+        per_trial,
+        wanted=trials if trials is not None else trials_for(per_trial, target),
+        seed=seed,
+        arith=arith,
+        start=start,
+    )
+
+
+def fingerprint_trials(
+    differ: Callable[[FiniteFieldDomain, list[Any]], str | None],
+    shapes: list[tuple[int, ...]],
+    needs_q: ResidueSlice,
+    exponent_only: frozenset[Operation],
+    per_trial: float,
+    *,
+    wanted: int,
+    seed: int,
+    arith: Any,
+    start: float,
+    agreeing: str = "all outputs",
+) -> Verdict:
+    """Run ``wanted`` finite-field trials and give the verdict.
+
+    Each trial draws a fresh domain and random inputs of ``shapes`` (with a
+    ``q`` slice where ``needs_q`` says), then asks ``differ`` where the
+    programs first disagree on them. A disagreement rejects, unless the trial
+    divided by zero: then it is void and redrawn, at most ``MAX_VOID_TRIALS``
+    times. ``agreeing`` names what agreed in the accepting reason; ``start``
+    is when the check began, for the verdict's time.
+    """
     arith = arith if arith is not None else default_arithmetic()
     rng = np.random.default_rng(seed)
     done = void = 0
@@ -131,38 +178,32 @@ def equivalent(
             domain.random(rng, s, with_q=i in needs_q.inputs)
             for i, s in enumerate(shapes)
         ]
-        outs_a = run(program_a, xs, domain)
-        outs_b = run(program_b, xs, domain)
-        for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True)):
-            if domain.equal(x, y):
-                continue
-            if domain.zero_divisors and void < MAX_VOID_TRIALS:
-                break  # a division by zero makes this trial void; redraw
-            caveat = (
-                f" ({domain.zero_divisors} divisions by zero in this trial)"
-                if domain.zero_divisors
-                else ""
-            )
-            return Verdict(
-                False,
-                done + 1,
-                0.0,
-                f"output #{i} differs at index {list(domain.first_difference(x, y))} "
-                f"in trial {done + 1}{caveat}",
-                time.perf_counter() - start,
-                per_trial,
-            )
-        else:
+        difference = differ(domain, xs)
+        if difference is None:
             done += 1
             continue
-        void += 1
+        if domain.zero_divisors and void < MAX_VOID_TRIALS:
+            void += 1  # a division by zero makes this trial void; redraw
+            continue
+        caveat = (
+            f" ({domain.zero_divisors} divisions by zero in this trial)"
+            if domain.zero_divisors
+            else ""
+        )
+        return Verdict(
+            False,
+            done + 1,
+            0.0,
+            f"{difference} in trial {done + 1}{caveat}",
+            time.perf_counter() - start,
+            per_trial,
+        )
     pool().trim()
-    bound = per_trial**done
     return Verdict(
         True,
         done,
-        bound,
-        f"all outputs agree on {done} random trial(s) over Z_p x Z_q",
+        per_trial**done,
+        f"{agreeing} agree on {done} random trial(s) over Z_p x Z_q",
         time.perf_counter() - start,
         per_trial,
     )

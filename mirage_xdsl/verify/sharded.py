@@ -21,12 +21,10 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.semantics.interpreter import entry_function, run
 from mirage_xdsl.semantics.sharding import Shard, ShardedProgram, run_stages
-from mirage_xdsl.verify.buffer_pool import pool
 from mirage_xdsl.verify.equivalence import (
-    MAX_VOID_TRIALS,
     TARGET_BOUND,
     Verdict,
-    default_arithmetic,
+    fingerprint_trials,
     trials_for,
 )
 from mirage_xdsl.verify.fingerprint_bound import program_degrees, trial_bound
@@ -74,56 +72,28 @@ def equivalent_sharded(
     per_trial = trial_bound(
         program_degrees(program.module), program_degrees(reference)
     ).total
-    wanted = trials if trials is not None else trials_for(per_trial, target)
     staged = program.staged()
     fn = entry_function(reference)
     shapes = [tuple(ty.get_shape()) for ty in fn.function_type.inputs]  # type: ignore[attr-defined]
-    needs_q = residue_slice(program.module) | residue_slice(reference)
-    exponent_only = exponent_only_ops(reference).union(
-        *(exponent_only_ops(stage.module) for stage in staged.stages)
-    )
-    arith = arith if arith is not None else default_arithmetic()
-    rng = np.random.default_rng(seed)
-    done = void = 0
-    while done < wanted:
-        domain = FiniteFieldDomain(
-            rng, arith, exp_keeps_q=needs_q.nested, exponent_only=exponent_only
-        )
-        xs = [
-            domain.random(rng, s, with_q=i in needs_q.inputs)
-            for i, s in enumerate(shapes)
-        ]
+
+    def differ(domain: FiniteFieldDomain, xs: list[Any]) -> str | None:
         expected = run(reference, xs, domain)
         pieces = [program.shard_inputs(xs, r) for r in range(program.shards)]
-        difference = _difference(
+        return _difference(
             domain, program, run_stages(staged, pieces, domain), expected
         )
-        if difference is None:
-            done += 1
-            continue
-        if domain.zero_divisors and void < MAX_VOID_TRIALS:
-            void += 1  # a division by zero makes this trial void; redraw
-            continue
-        caveat = (
-            f" ({domain.zero_divisors} divisions by zero in this trial)"
-            if domain.zero_divisors
-            else ""
-        )
-        return Verdict(
-            False,
-            done + 1,
-            0.0,
-            f"{difference} in trial {done + 1}{caveat}",
-            time.perf_counter() - start,
-            per_trial,
-        )
-    pool().trim()
-    return Verdict(
-        True,
-        done,
-        per_trial**done,
-        f"all outputs of all {program.shards} shards agree on {done} random "
-        "trial(s) over Z_p x Z_q",
-        time.perf_counter() - start,
+
+    return fingerprint_trials(
+        differ,
+        shapes,
+        residue_slice(program.module) | residue_slice(reference),
+        exponent_only_ops(reference).union(
+            *(exponent_only_ops(stage.module) for stage in staged.stages)
+        ),
         per_trial,
+        wanted=trials if trials is not None else trials_for(per_trial, target),
+        seed=seed,
+        arith=arith,
+        start=start,
+        agreeing=f"all outputs of all {program.shards} shards",
     )
