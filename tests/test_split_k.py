@@ -5,6 +5,7 @@ interpreter and compiled to sm_90 cubin."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,19 +22,9 @@ from mirage_xdsl.lowering.split_k import WEIGHT_TILE_BYTES, plan_split_k
 from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.semantics.inputs import random_inputs
 
-PROJECTIONS = [
-    (2048, 2048),
-    (2048, 512),
-    (2048, 3072),
-    (2048, 8192),
-    (2048, 16384),
-    (8192, 2048),
-    (4096, 4096),
-    (4096, 1024),
-    (4096, 14336),
-    (14336, 4096),
-]
-"""K x N of the decode projections of Llama-3.2-1B and Llama-3-8B-sized models."""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+from bench_projections import PROJECTIONS  # noqa: E402
 
 SPLITS = {
     (2048, 2048): 8,

@@ -35,17 +35,16 @@ Writes ``model_ops.json`` and ``model_ops.md`` to ``--out`` (default $OUT).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_projections import Bench, one_line  # noqa: E402
+import floor_bench  # noqa: E402
+from bench_projections import Bench  # noqa: E402
+from floor_bench import floor_cell, floor_us, numel, one_line  # noqa: E402
 
 BATCH = 20
 TOLERANCE = 2e-2
@@ -152,13 +151,6 @@ def module_of(program: Program):
     return g.module()
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 @dataclass
 class Case:
     name: str
@@ -194,21 +186,8 @@ class ModelOpsBench(Bench):
     def reference(self, case: Case, xs: list):
         return self.programs[case.name].torch_fn()(*[x.float() for x in xs]).float()
 
-    def searched_module(self, case: Case):
-        from xdsl.dialects.builtin import ModuleOp
-
-        from mirage_xdsl.passes.superoptimize import resolve_measure
-        from mirage_xdsl.search.options import SearchOptions
-        from mirage_xdsl.search.superoptimizer import superoptimize_function
-        from mirage_xdsl.semantics.interpreter import entry_function
-
-        outcome = superoptimize_function(
-            entry_function(module_of(self.programs[case.name])),
-            SearchOptions(budget=self.args.search_cap),
-            measure=resolve_measure("auto"),
-            cache_dir=self.args.search_cache,
-        )
-        return ModuleOp([outcome.function])
+    def module_of(self, case: Case):
+        return module_of(self.programs[case.name])
 
     def torch_call(self, case: Case, compiled: bool) -> Callable[[], Callable]:
         def make():
@@ -226,7 +205,7 @@ def cases(args, programs: dict[str, Program]) -> list[Case]:
         if args.only and name not in args.only:
             continue
         out_shape = module_of(p).body.block.ops.first.function_type.outputs.data[0]
-        bytes_ = 2 * (sum(_numel(s) for s in p.shapes) + _numel(out_shape.get_shape()))
+        bytes_ = 2 * (sum(numel(s) for s in p.shapes) + numel(out_shape.get_shape()))
         out.append(Case(name, [list(s) for s in p.shapes], bytes_))
     return out
 
@@ -243,7 +222,7 @@ def run(args) -> tuple[list[Case], float]:
             "default": bench.ours(case, lambda p=prog: module_of(p)),
             "torch": bench.torch_call(case, False),
             "torch.compile": bench.torch_call(case, True),
-            "search": bench.ours(case, lambda c=case: bench.searched_module(c)),
+            "search": bench.ours(case, lambda c=case: bench.searched(c)),
         }
         for method in METHODS:
             if method == "search" and args.no_search:
@@ -256,23 +235,11 @@ def run(args) -> tuple[list[Case], float]:
 
 
 def markdown(todo: list[Case], copy: float) -> str:
-    lines = [
-        f"Copy bandwidth {copy / 1e12:.2f} TB/s. Each cell: µs per call "
-        "(% of the floor: fewest bytes / copy bandwidth).",
-        "",
-        "| program | floor µs | " + " | ".join(METHODS) + " |",
-        "| --- | --- |" + " --- |" * len(METHODS),
+    rows = [
+        [c.name, floor_us(c, copy), *(floor_cell(c, m, copy) for m in METHODS)]
+        for c in todo
     ]
-    for c in todo:
-        floor = c.floor_bytes / copy * 1e6
-        cells = []
-        for m in METHODS:
-            us = c.us.get(m)
-            cells.append(
-                f"{us:.1f} ({100 * floor / us:.0f}%)" if us else c.status.get(m, "—")
-            )
-        lines.append(f"| {c.name} | {floor:.1f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return floor_bench.report(copy, ["program", "floor µs", *METHODS], rows)
 
 
 def dry_run(args) -> int:
@@ -294,32 +261,17 @@ def dry_run(args) -> int:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
-    p.add_argument("--budget", type=float, default=420.0)
-    p.add_argument("--search-cap", type=float, default=20.0)
-    p.add_argument("--search-cache", default=None)
-    p.add_argument("--only", type=lambda s: s.split(","), default=None)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--no-search", action="store_true")
-    p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--dry-run", action="store_true")
+    p = floor_bench.parser(
+        __doc__.splitlines()[0],
+        budget=420.0,
+        search_cap=20.0,
+        only="programs by name: " + ", ".join(prog.name for prog in PROGRAMS),
+    )
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.dry_run:
-        return dry_run(args)
-    todo, copy = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    data = {"copy_bytes_per_s": copy, "cases": [asdict(c) for c in todo]}
-    (out / "model_ops.json").write_text(json.dumps(data, indent=1))
-    table = markdown(todo, copy)
-    (out / "model_ops.md").write_text(table)
-    print(table)
-    return 0
+    return floor_bench.main(parse_args(argv), "model_ops", run, dry_run, markdown)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,17 @@ Writes ``projections.json`` and ``projections.md`` to ``--out`` (default $OUT).
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import floor_bench  # noqa: E402
+from floor_bench import floor_cell, floor_us, numel, one_line  # noqa: E402
 
 PROJECTIONS = (
     (2048, 2048),
@@ -161,16 +165,9 @@ def cases(args) -> list[Case]:
         for width in WIDTHS:
             for m in args.rows:
                 ins = [list(s) for s in shapes(m, width)]
-                bytes_ = 2 * (sum(_numel(s) for s in ins) + m * width)
+                bytes_ = 2 * (sum(numel(s) for s in ins) + m * width)
                 out.append(Case(f"{name}/{width}", "rowwise", m, ins, bytes_))
     return out
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def module_of(case: Case):
@@ -290,6 +287,10 @@ class Bench:
 
         return make
 
+    def module_of(self, case: Case):
+        """The case's program, as the search starts from it."""
+        return module_of(case)
+
     def searched(self, case: Case):
         """The search's pick for the case's program, measured on this GPU."""
         from xdsl.dialects.builtin import ModuleOp
@@ -300,7 +301,7 @@ class Bench:
         from mirage_xdsl.semantics.interpreter import entry_function
 
         outcome = superoptimize_function(
-            entry_function(module_of(case)),
+            entry_function(self.module_of(case)),
             SearchOptions(budget=self.args.search_cap),
             measure=resolve_measure("auto"),
             cache_dir=self.args.search_cache,
@@ -335,11 +336,6 @@ def launches_of(compiled) -> list[dict]:
         {"kernel": launch.name, "grid": list(launch.grid), "threads": launch.block[0]}
         for launch in compiled.program.launches
     ]
-
-
-def one_line(e: Exception) -> str:
-    lines = [s for s in str(e).splitlines() if s.strip()]
-    return (lines[0] if lines else type(e).__name__)[:160]
 
 
 METHODS = ("default", "search", "torch", "torch.compile", "max-autotune")
@@ -389,37 +385,22 @@ def run(args) -> tuple[list[Case], float]:
 # --- report -------------------------------------------------------------------
 
 
-def percent(case: Case, method: str, copy: float) -> str:
-    us = case.us.get(method)
-    if us is None:
-        return "—"
-    floor_us = case.floor_bytes / copy * 1e6
-    return f"{us:.1f} ({100 * floor_us / us:.0f}%)"
-
-
 def markdown(todo: list[Case], copy: float) -> str:
-    lines = [
-        f"Copy bandwidth {copy / 1e12:.2f} TB/s. Each cell: µs per call "
-        "(% of the floor: fewest bytes / copy bandwidth).",
-        "",
-        "| program | rows | floor µs | " + " | ".join(METHODS) + " | default kernels |",
-        "| --- | --- | --- |" + " --- |" * len(METHODS) + " --- |",
-    ]
-    for c in todo:
-        cells = [
-            percent(c, m, copy) if m in c.us else c.status.get(m, "—") for m in METHODS
+    columns = ["program", "rows", "floor µs", *METHODS, "default kernels"]
+    rows = [
+        [
+            c.name,
+            str(c.rows),
+            floor_us(c, copy),
+            *(floor_cell(c, m, copy) for m in METHODS),
+            "; ".join(
+                f"{k['grid'][0]}x{k['grid'][1]}x{k['grid'][2]}·{k['threads']}t"
+                for k in c.default_kernels
+            ),
         ]
-        kernels = "; ".join(
-            f"{k['grid'][0]}x{k['grid'][1]}x{k['grid'][2]}·{k['threads']}t"
-            for k in c.default_kernels
-        )
-        floor = c.floor_bytes / copy * 1e6
-        lines.append(
-            f"| {c.name} | {c.rows} | {floor:.1f} | "
-            + " | ".join(cells)
-            + f" | {kernels} |"
-        )
-    return "\n".join(lines) + "\n"
+        for c in todo
+    ]
+    return floor_bench.report(copy, columns, rows)
 
 
 def dry_run(args) -> int:
@@ -434,53 +415,22 @@ def dry_run(args) -> int:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=360.0,
-        help="seconds to start methods in (default 360; the last one started, "
-        "a max-autotune compile say, may run a minute past it)",
+    p = floor_bench.parser(
+        __doc__.splitlines()[0],
+        budget=360.0,
+        search_cap=8.0,
+        only="projections (KxN), row-wise programs by name, or the groups "
+        "'projections' and 'rowwise'",
     )
-    p.add_argument(
-        "--search-cap", type=float, default=8.0, help="seconds per search (default 8)"
-    )
-    p.add_argument("--search-cache", default=None)
     p.add_argument(
         "--rows", type=lambda s: [int(v) for v in s.split(",")], default=list(ROWS)
     )
-    p.add_argument(
-        "--only",
-        type=lambda s: s.split(","),
-        default=None,
-        help="projections (KxN), row-wise programs by name, or the groups "
-        "'projections' and 'rowwise'",
-    )
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--no-search", action="store_true")
-    p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-max-autotune", action="store_true")
-    p.add_argument("--dry-run", action="store_true")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.dry_run:
-        return dry_run(args)
-    todo, copy = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "projections.json").write_text(
-        json.dumps(
-            {"copy_bytes_per_s": copy, "cases": [asdict(c) for c in todo]}, indent=1
-        )
-    )
-    table = markdown(todo, copy)
-    (out / "projections.md").write_text(table)
-    print(table)
-    return 0
+    return floor_bench.main(parse_args(argv), "projections", run, dry_run, markdown)
 
 
 if __name__ == "__main__":
