@@ -15,21 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_lowering import assert_emulation_matches
-from test_triton import (
-    _check_compiled,
-    _compile_all_forms,
-    _failures,
-    _interpret,
-    needs_triton,
-)
+from backend_checks import BackendChecks, parse_program
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.ir.builder import new_kernel_graph
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import parse
-from mirage_xdsl.lowering import nvrtc
-from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.verify.equivalence import equivalent
@@ -51,7 +40,7 @@ def scores(stretch: str):
 
 
 def module_of_file():
-    return parse(make_context(), PROGRAM.read_text(), str(PROGRAM))
+    return parse_program(PROGRAM)
 
 
 def test_shape_rule_follows_numpy() -> None:
@@ -77,26 +66,8 @@ def test_verifier_refutes_stretching_the_wrong_dim() -> None:
     assert not equivalent(scores("heads"), scores("groups"))
 
 
-def test_cuda_path_is_emulated_correctly() -> None:
-    assert_emulation_matches(module_of_file())
-
-
-@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed")
-def test_cuda_compiles_for_sm90() -> None:
-    compiled = nvrtc.compile_cuda(generate_program(module_of_file()).source)
-    assert compiled.cubin and ".target sm_90" in compiled.ptx
-
-
-@needs_triton
-def test_triton_kernels_match_the_interpreter() -> None:
-    rows = _interpret("file", str(PROGRAM))
-    assert rows and not _failures(rows)
-
-
-@needs_triton
-def test_triton_compiles_for_sm90() -> None:
-    for compiled in _compile_all_forms(module_of_file()):
-        _check_compiled(compiled)
+class TestBackends(BackendChecks):
+    PROGRAMS = (PROGRAM,)
 
 
 def test_search_keeps_the_broadcast_between_segments() -> None:

@@ -14,21 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
-from test_lowering import assert_emulation_matches
-from test_triton import (
-    _check_compiled,
-    _compile_all_forms,
-    _failures,
-    _interpret,
-    needs_triton,
-)
+from backend_checks import BackendChecks, parse_program
 
 from mirage_xdsl.ir.builder import bfloat16, float16, float32, new_kernel_graph
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import parse
-from mirage_xdsl.lowering import nvrtc
-from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.verify.equivalence import equivalent
@@ -49,7 +37,7 @@ def norm(where: str, scale: float = 1.0):
 
 
 def module_of_file():
-    return parse(make_context(), CAST.read_text(), str(CAST))
+    return parse_program(CAST)
 
 
 def test_builder_casts_between_float_types() -> None:
@@ -73,26 +61,8 @@ def test_verifier_proves_casts_moved_and_refutes_a_wrong_scale() -> None:
     assert not equivalent(norm("before"), norm("none", 2.0))
 
 
-def test_cuda_path_is_emulated_correctly() -> None:
-    assert_emulation_matches(module_of_file())
-
-
-@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed")
-def test_cuda_compiles_for_sm90() -> None:
-    compiled = nvrtc.compile_cuda(generate_program(module_of_file()).source)
-    assert compiled.cubin and ".target sm_90" in compiled.ptx
-
-
-@needs_triton
-def test_triton_kernels_match_the_interpreter() -> None:
-    rows = _interpret("file", str(CAST))
-    assert rows and not _failures(rows)
-
-
-@needs_triton
-def test_triton_compiles_for_sm90() -> None:
-    for compiled in _compile_all_forms(module_of_file()):
-        _check_compiled(compiled)
+class TestBackends(BackendChecks):
+    PROGRAMS = (CAST,)
 
 
 def test_search_keeps_casts_between_segments() -> None:

@@ -16,22 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_lowering import assert_emulation_matches
-from test_triton import (
-    _check_compiled,
-    _compile_all_forms,
-    _failures,
-    _interpret,
-    needs_triton,
-)
+from backend_checks import BackendChecks, parse_program
 from xdsl.dialects import func
 
 from mirage_xdsl.dialects import block, kernel, shapes
 from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
-from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import parse
-from mirage_xdsl.lowering import nvrtc
-from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.semantics.interpreter import entry_function, run
@@ -52,8 +41,7 @@ def norm_linear(order: str = "xw"):
 
 
 def module_of(name: str):
-    path = INPUTS / f"{name}.mlir"
-    return parse(make_context(), path.read_text(), str(path))
+    return parse_program(INPUTS / f"{name}.mlir")
 
 
 def test_shape_rules_follow_numpy() -> None:
@@ -114,30 +102,8 @@ def test_block_input_lifts_a_lower_rank_tensor() -> None:
     assert equivalent(fused, plain.module())
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_cuda_path_is_emulated_correctly(name: str) -> None:
-    assert_emulation_matches(module_of(name))
-
-
-@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed")
-@pytest.mark.parametrize("name", FILES)
-def test_cuda_compiles_for_sm90(name: str) -> None:
-    compiled = nvrtc.compile_cuda(generate_program(module_of(name)).source)
-    assert compiled.cubin and ".target sm_90" in compiled.ptx
-
-
-@needs_triton
-def test_triton_kernels_match_the_interpreter() -> None:
-    rows = [r for f in FILES for r in _interpret("file", str(INPUTS / f"{f}.mlir"))]
-    assert len(rows) >= len(FILES)
-    assert not _failures(rows)
-
-
-@needs_triton
-@pytest.mark.parametrize("name", FILES)
-def test_triton_compiles_for_sm90(name: str) -> None:
-    for compiled in _compile_all_forms(module_of(name)):
-        _check_compiled(compiled)
+class TestBackends(BackendChecks):
+    PROGRAMS = tuple(INPUTS / f"{name}.mlir" for name in FILES)
 
 
 def test_labels_line_up_trailing_dims() -> None:
