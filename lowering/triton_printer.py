@@ -195,8 +195,10 @@ class KernelPrinter(MatmulPrinter):
 
     def print_rms_norm(self, op: t.RmsNormBase) -> None:
         """``x / sqrt(sum(x^2) / n + eps)`` over the last dim, summing real
-        lanes only. Padded rows divide by ``sqrt(eps)`` (0 / 0 without an
-        eps), so the result is not taken to be clean."""
+        lanes only, squared and summed in fp32 (a 16-bit square overflows past
+        256 in f16 and keeps 8 bits in bf16). Padded rows divide by
+        ``sqrt(eps)`` (0 / 0 without an eps), so the result is not taken to be
+        clean."""
         phase = self.phases[op.result]
         real = t.tensor_shape(op.result)
         args, natural = self.broadcast_operands(op, phase)
@@ -205,7 +207,7 @@ class KernelPrinter(MatmulPrinter):
         eps = f" + {float_literal(op.eps_value)}" if op.eps_value else ""
         self.emit(
             phase,
-            f"{r} = tl.sqrt(tl.sum({m.name} * {m.name}, "
+            f"{r} = tl.sqrt(tl.sum({m.f32} * {m.f32}, "
             f"axis={len(real) - 1}, keep_dims=True) / {real[-1]}.0{eps})",
         )
         self.define(op, phase, f"{args[0].f32} / {r}", natural, Padding.ANY)
