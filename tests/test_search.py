@@ -160,7 +160,7 @@ def test_result_independent_of_workers() -> None:
 
 
 def test_python_api_returns_a_copy() -> None:
-    program = WORKLOADS["norm_transformer"].module(1, 8)
+    program = WORKLOADS["rmsnorm_linear"].module(1, 8)
     out = superoptimize(program, cache_dir="none", log=None, **FAST)
     assert any(isinstance(op, kernel.CustomizedOp) for op in out.walk())
     assert not any(isinstance(op, kernel.CustomizedOp) for op in program.walk())
