@@ -50,7 +50,9 @@ def test_a_decode_step_is_searched_and_reported_by_segment():
     rows = torch_models.segments(found)
     assert len(rows) == len(found.reports) > 2
     assert all(r["segment"].startswith("DecodeLayer_s") for r in rows)
-    assert 0 < sum(r["budget_s"] for r in rows) <= 6 + 0.5 * len(rows)
+    # each segment's share, and a stage's share of its segment, lie within the
+    # whole budget (summing them counts time passed on or re-searched twice)
+    assert all(0 < r["budget_s"] <= 6 for r in rows)
     moved = torch_models.layer_bytes(layer.half(), [x, k, v], (out, k_new, v_new))
     params = sum(p.numel() for p in layer.parameters())
     assert moved == 2 * (params + x.numel() * 2 + k.numel() * 2 + 2 * k_new.numel())
