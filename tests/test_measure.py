@@ -123,14 +123,7 @@ class BusyTimer:
 def test_a_gpu_it_cannot_trust_hands_the_choice_to_the_cost_model(
     monkeypatch,
 ) -> None:
-    class Ok:
-        def run(self, *xs, outputs):
-            pass
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(api, "compile", lambda program, backend: Ok())
+    monkeypatch.setattr(api, "compile", lambda program, backend: FakeCompiled(backend))
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
     monkeypatch.setattr(measure, "precompile", lambda modules, backends: [None] * 2)
     timer = BusyTimer()
@@ -207,14 +200,7 @@ def test_a_selection_the_gpu_failed_is_the_cost_models_and_not_cached(
 
 
 def test_a_timing_that_waited_for_another_process_says_so(monkeypatch) -> None:
-    class Ok:
-        def run(self, *xs, outputs):
-            pass
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(api, "compile", lambda program, backend: Ok())
+    monkeypatch.setattr(api, "compile", lambda program, backend: FakeCompiled(backend))
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
     gpu = measure.GpuMeasure(backends=("triton",), _timer=WaitingTimer())
     assert gpu(object()) == pytest.approx(5.0e-6)
