@@ -8,37 +8,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import GPT2Config, LlamaConfig  # noqa: E402
+from hf_configs import gpt2_config, llama_config  # noqa: E402
 from transformers.models.gpt2 import modeling_gpt2  # noqa: E402
 from transformers.models.llama import modeling_llama  # noqa: E402
 
 from mirage_xdsl.torch import CaptureError, MirageFunction, capture_program  # noqa: E402
 
-TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3}
-
-
-def llama_config():
-    return LlamaConfig(
-        **TINY,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        vocab_size=128,
-        attn_implementation="sdpa",
-    )
-
-
-def gpt2_config():
-    return GPT2Config(
-        n_embd=64,
-        n_layer=2,
-        n_head=4,
-        vocab_size=128,
-        n_positions=64,
-        bos_token_id=0,
-        eos_token_id=0,
-        attn_implementation="sdpa",
-    )
 
 
 def randomised(module, dtype):

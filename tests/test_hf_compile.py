@@ -14,10 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import LlamaConfig, LlamaForCausalLM, StaticCache  # noqa: E402
+from hf_configs import LAYERS, gpt2_config, llama_config  # noqa: E402
+from transformers import LlamaForCausalLM, StaticCache  # noqa: E402
 
 INTERPRET = {"cpu": "interpret", "superoptimize": False}
-LAYERS = 2
 
 
 @pytest.fixture(autouse=True)
@@ -28,16 +28,7 @@ def fresh_dynamo():
 
 
 def tiny_llama(dtype):
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-        attn_implementation="sdpa",
-    )
+    config = llama_config(max_position_embeddings=128)
     torch.manual_seed(0)
     return LlamaForCausalLM(config).to(dtype).eval()
 
@@ -125,18 +116,9 @@ def test_every_part_runs_as_triton_kernels():
 
 
 def test_gpt2_logits_match_eager(caplog):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
-    config = GPT2Config(
-        n_embd=64,
-        n_layer=LAYERS,
-        n_head=4,
-        vocab_size=128,
-        n_positions=64,
-        bos_token_id=0,
-        eos_token_id=0,
-        attn_implementation="sdpa",
-    )
+    config = gpt2_config()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config).eval()
     ids = torch.tensor([[1, 5, 9, 3]])

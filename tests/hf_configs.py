@@ -1,0 +1,29 @@
+"""Tiny transformers configs the Hugging Face tests share: the shapes of a
+Llama with grouped key/value heads and of a GPT-2, small enough for the CPU."""
+
+from __future__ import annotations
+
+from transformers import GPT2Config, LlamaConfig
+
+TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
+LAYERS = 2
+
+
+def llama_config(**overrides) -> LlamaConfig:
+    """A two-layer Llama of hidden size 64 over a vocabulary of 128."""
+    shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS, vocab_size=128)
+    return LlamaConfig(**shape, attn_implementation="sdpa", **overrides)
+
+
+def gpt2_config() -> GPT2Config:
+    """A two-layer GPT-2 of width 64 over a vocabulary of 128."""
+    return GPT2Config(
+        n_embd=64,
+        n_layer=LAYERS,
+        n_head=4,
+        vocab_size=128,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="sdpa",
+    )
