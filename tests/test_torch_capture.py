@@ -257,6 +257,20 @@ def test_layout_changes_of_computed_tensors_match_torch():
     assert rel_err(out, heads_of(x.float(), w.float()).numpy()) < 1e-6
 
 
+def one_token_heads(x, w):
+    # [b, 1, h, d] -> [b, h, 1, d]: only a dim of extent 1 moves
+    return (x @ w).view(2, 1, 4, 2).transpose(1, 2) * 2.0
+
+
+def test_a_transpose_moving_only_unit_dims_is_a_reshape():
+    x, w = half((2, 1, 8), (8, 8))
+    program = capture(one_token_heads, [x, w])
+    ops = kernel_ops(program)
+    assert "kernel.transpose" not in ops and ops.count("kernel.reshape") == 2
+    out = run(program, [x.float().numpy(), w.float().numpy()])[0]
+    assert rel_err(out, one_token_heads(x.float(), w.float()).numpy()) < 1e-6
+
+
 @pytest.mark.parametrize(
     "order, swaps", [((0, 1, 2), []), ((2, 0, 1), [(0, 2), (1, 2)]), ((1, 0), [(0, 1)])]
 )

@@ -53,9 +53,12 @@ SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.
 def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
     """``view``/``reshape``/``unsqueeze``/``flatten`` become ``kernel.reshape``;
     ``transpose``, ``t`` and ``permute`` become ``kernel.transpose`` (a
-    permutation, one swap of two dims after another)."""
+    permutation, one swap of two dims after another). A permutation that moves
+    only dims of extent 1 (``[b, 1, h, d] -> [b, h, 1, d]`` at one token) keeps
+    the row-major order, so it is a reshape: no kernel."""
     x = c.value(a)
-    rank = len(node_shape(a))
+    shape = node_shape(a)
+    rank = len(shape)
     if node.target in SWAPS:
         if node.target == aten.permute.default:
             order = [d % rank for d in args[0]]
@@ -63,10 +66,19 @@ def layout_change(c: Converter, node: fx.Node, a: Any, *args: Any) -> Value:
             d0, d1 = (args[0], args[1]) if args else (0, rank - 1)
             order = list(range(rank))
             order[d0 % rank], order[d1 % rank] = order[d1 % rank], order[d0 % rank]
+        if keeps_order(shape, order):
+            return c.graph.reshape(x, node_shape(node))
         for i, j in swaps(order):
             x = c.graph.transpose(x, i, j)
         return x
     return c.graph.reshape(x, node_shape(node))
+
+
+def keeps_order(shape: Sequence[int], order: Sequence[int]) -> bool:
+    """Whether permuting dims into ``order`` leaves the elements in the same
+    row-major order: the dims of extent above 1 keep their relative order."""
+    moved = [d for d in order if shape[d] > 1]
+    return moved == sorted(moved)
 
 
 def swaps(order: Sequence[int]) -> list[tuple[int, int]]:
