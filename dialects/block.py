@@ -89,6 +89,28 @@ def parent_customized(op: Operation) -> CustomizedOp:
     return parent
 
 
+def input_view(
+    source: Sequence[int],
+    rank: int,
+    transpose: Sequence[int] | None = None,
+    window: Sequence[int] | None = None,
+) -> shapes.Shape:
+    """The shape a ``block.input`` indexes its ``source`` through: with two
+    source dims swapped when ``transpose`` names them, then only ``window``'s
+    ``(dim, start, end)`` of that view, then lifted to ``rank`` with leading
+    size-1 dims (raises ``ShapeError`` on entries out of range)."""
+    view = tuple(source)
+    if transpose is not None:
+        if len(transpose) != 2:
+            raise shapes.ShapeError("transpose needs 2 entries (dim0, dim1)")
+        view = shapes.transpose(view, *transpose)
+    if window is not None:
+        if len(window) != 3:
+            raise shapes.ShapeError("window needs 3 entries (dim, start, end)")
+        view = shapes.slice_(view, *window)
+    return shapes.lift(view, rank)
+
+
 @irdl_op_definition
 class InputOp(IRDLOperation):
     """Input iterator: the tile of a device tensor a block loads per iteration.
@@ -96,7 +118,10 @@ class InputOp(IRDLOperation):
     ``imap`` has one entry per grid dim: the tensor dim that grid dim splits,
     or -1 to replicate. ``fmap`` is the tensor dim split across for-loop
     iterations, or -1 to load the same tile on every iteration. With
-    ``window [dim, start, end]`` it reads only those elements of the source's
+    ``transpose [dim0, dim1]`` it reads the source with those two dims
+    swapped (a ``kernel.transpose`` read in place, ``fold-transposes``); the
+    maps and the window then count the dims of that transposed view. With
+    ``window [dim, start, end]`` it reads only those elements of the view's
     ``dim`` (a ``kernel.slice`` read in place). A tile of
     higher rank than its source views the source with leading size-1 dims
     (numpy's alignment), which the maps count: a norm weight ``[h]`` read as
@@ -108,12 +133,13 @@ class InputOp(IRDLOperation):
     source = operand_def(TensorType)
     imap = prop_def(DenseArrayBase[I64])
     fmap = prop_def(IntegerAttr[I64])
+    transpose = opt_prop_def(DenseArrayBase[I64])
     window = opt_prop_def(DenseArrayBase[I64])
     result = result_def(TensorType)
 
     assembly_format = (
-        "$source `imap` $imap `fmap` $fmap (`window` $window^)? attr-dict `:` "
-        "type($source) `->` type($result)"
+        "$source `imap` $imap `fmap` $fmap (`transpose` $transpose^)? "
+        "(`window` $window^)? attr-dict `:` type($source) `->` type($result)"
     )
 
     traits = traits_def(Pure(), IN_BLOCK_GRAPH)
@@ -125,19 +151,37 @@ class InputOp(IRDLOperation):
         fmap: int,
         tile: TensorType,
         window: Sequence[int] | None = None,
+        transpose: Sequence[int] | None = None,
     ):
         props = {"imap": dense_i64(imap), "fmap": IntegerAttr(fmap, 64)}
         if window is not None:
             props["window"] = dense_i64(window)
+        if transpose is not None:
+            props["transpose"] = dense_i64(transpose)
         super().__init__(operands=[source], result_types=[tile], properties=props)
+
+    def retiled(self, fmap: int, tile: TensorType) -> InputOp:
+        """A copy reading the same view of the same source with another
+        ``fmap`` and tile."""
+        return InputOp(
+            self.source, self.input_map, fmap, tile, self.window_of, self.swapped_dims
+        )
 
     @property
     def window_of(self) -> tuple[int, int, int] | None:
-        """``(dim, start, end)`` of the source this input reads, or None."""
+        """``(dim, start, end)`` of the view this input reads, or None."""
         if self.window is None:
             return None
         dim, start, end = self.window.get_values()
         return (dim, start, end)
+
+    @property
+    def swapped_dims(self) -> tuple[int, int] | None:
+        """The two source dims this input reads swapped, or None."""
+        if self.transpose is None:
+            return None
+        dim0, dim1 = self.transpose.get_values()
+        return (dim0, dim1)
 
     @property
     def input_map(self) -> tuple[int, ...]:
@@ -149,16 +193,15 @@ class InputOp(IRDLOperation):
 
     @property
     def viewed_shape(self) -> tuple[int, ...]:
-        """The source's shape with leading size-1 dims up to the tile's rank:
-        the device tensor as the maps index it (raises ``ShapeError`` when the
-        tile has the lower rank)."""
-        rank = len(t.tensor_shape(self.result))
-        source = t.tensor_shape(self.source)
-        if self.window is not None:
-            if len(self.window.get_values()) != 3:
-                raise shapes.ShapeError("window needs 3 entries (dim, start, end)")
-            source = shapes.slice_(source, *self.window_of)  # type: ignore[misc]
-        return shapes.lift(source, rank)
+        """The source's shape as the maps index it: transposed, windowed and
+        lifted with leading size-1 dims up to the tile's rank
+        (:func:`input_view`; raises ``ShapeError`` on a bad view)."""
+        return input_view(
+            t.tensor_shape(self.source),
+            len(t.tensor_shape(self.result)),
+            None if self.transpose is None else self.transpose.get_values(),
+            None if self.window is None else self.window.get_values(),
+        )
 
     def verify_(self) -> None:
         parent = parent_customized(self)

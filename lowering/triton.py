@@ -1,7 +1,8 @@
 """From a µGraph module to a :class:`TritonProgram`, and the ``triton`` target.
 
 :func:`generate_triton` runs whatever the module still needs on a copy
-(``default-customize`` for bare kernel ops, then ``legalize-for-triton``) and
+(``fold-transposes``, ``default-customize`` for bare kernel ops, then
+``legalize-for-triton``) and
 prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
 matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
 instead of tensor cores); the autotuner keeps the faster. Device tensors
@@ -86,14 +87,18 @@ class TritonProgram:
 
 
 def customized_module(module: ModuleOp) -> ModuleOp:
-    """A copy of ``module`` whose functions hold only ``kernel.customized`` ops."""
+    """A copy of ``module`` whose functions hold only ``kernel.customized`` ops
+    (and reshapes); kernels read a transpose's operand in place where they
+    can (``fold-transposes``)."""
     from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.fold_transposes import FoldTransposesPass
 
     module = module.clone()
     if any(
         isinstance(op, t.TensorOp) and op.name.startswith("kernel.")
         for op in module.walk()
     ):
+        FoldTransposesPass().apply(make_context(), module)
         DefaultCustomizePass().apply(make_context(), module)
     return module
 

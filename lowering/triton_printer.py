@@ -115,8 +115,11 @@ class KernelPrinter(MatmulPrinter):
         ]
         if window is not None and window[1]:  # a window starts inside its dim
             starts[window[0] + lifted_by].append(str(window[1]))
-        strides = row_major_strides((1,) * lifted_by + source)
-        offsets = tile_offsets(full, padded, starts, strides)
+        strides = list(row_major_strides((1,) * lifted_by + source))
+        if op.swapped_dims is not None:  # the view's dims a, b are b, a in memory
+            a, b = (d + lifted_by for d in op.swapped_dims)
+            strides[a], strides[b] = strides[b], strides[a]
+        offsets = tile_offsets(full, padded, starts, tuple(strides))
         mask = valid_mask(real, padded)
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"
@@ -126,7 +129,10 @@ class KernelPrinter(MatmulPrinter):
         self.emit(
             phase,
             f"{name} = {load}  # {param} imap {list(op.input_map)} "
-            f"fmap {op.forloop_dim}",
+            f"fmap {op.forloop_dim}"
+            + (
+                "" if op.swapped_dims is None else f" transpose {list(op.swapped_dims)}"
+            ),
         )
         self.values[op.result] = Value(
             name=name,

@@ -18,6 +18,12 @@ def _default_customize() -> type[ModulePass]:
     return DefaultCustomizePass
 
 
+def _fold_transposes() -> type[ModulePass]:
+    from mirage_xdsl.lowering.fold_transposes import FoldTransposesPass
+
+    return FoldTransposesPass
+
+
 def _fuse_thread_graphs() -> type[ModulePass]:
     from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
@@ -57,6 +63,7 @@ def _superoptimize() -> type[ModulePass]:
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "default-customize": _default_customize,
+        "fold-transposes": _fold_transposes,
         "fuse-thread-graphs": _fuse_thread_graphs,
         "lower-to-gpu": _lower_to_gpu,
         "legalize-for-triton": _legalize_for_triton,

@@ -134,7 +134,10 @@ def window(x: Any, dim: int, start: int, end: int) -> Any:
 
 
 def read_input(op: block.InputOp, x: Any) -> Any:
-    """The device tensor as ``op``'s maps index it: its window, then lifted."""
+    """The device tensor as ``op``'s maps index it: transposed, its window,
+    then lifted."""
+    if op.swapped_dims is not None:
+        x = x.swapaxes(*op.swapped_dims)
     if op.window_of is not None:
         x = window(x, *op.window_of)
     return x.reshape(op.viewed_shape)

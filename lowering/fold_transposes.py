@@ -1,0 +1,134 @@
+"""``fold-transposes``: kernels read a transposed tensor in place.
+
+A ``kernel.transpose`` lowered on its own is a copy kernel: it reads and
+writes the whole tensor on every call (the key cache, where attention
+multiplies by ``k.transpose(-1, -2)``). When every user of the transpose is a
+``kernel.customized`` op, this pass removes it: each ``block.input`` that
+read the transpose's result reads the transpose's operand instead, with the
+two dims swapped (its ``transpose`` property); its maps and window already
+count the dims of the transposed view, so they stay as they are. A bare
+kernel op reading the transpose is first given its default definition
+(``default-customize``'s partition for it), so the pass runs before
+``default-customize`` turns the transposes themselves into copy kernels.
+
+A transpose that a function returns, that a reshape or another layout alias
+reads, or whose reader already reads a transposed view stays a kernel.
+
+Only the Triton backend runs the pass (``lowering/triton.py``): a Triton load
+takes any strides and Triton's coalescing follows the contiguous dim of the
+pointer arithmetic. The CUDA C tile copy (``tile_copies.py``) moves a
+transposed tile with scalar copies, where the copy kernel's tiles move in
+16-byte ``cp.async`` vectors, so for CUDA C the copy kernel stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from mirage_xdsl.dialects import block, kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.gpu_target import H100
+from mirage_xdsl.lowering.aliases import is_alias
+from mirage_xdsl.lowering.default_customize import PARTITIONS, customize, split_matmul
+
+
+def _customizable(op: Operation) -> bool:
+    """Whether ``default-customize`` gives ``op`` a customized kernel."""
+    return (
+        isinstance(op, t.TensorOp)
+        and op.name.startswith("kernel.")
+        and not is_alias(op)
+        and op.KIND in PARTITIONS
+    )
+
+
+def _reads_plainly(op: kernel.CustomizedOp, index: int) -> bool:
+    """Whether operand ``index`` of ``op`` is read only by ``block.input``
+    ops that read it untransposed."""
+    arg = op.entry.args[index]
+    return all(
+        isinstance(u.operation, block.InputOp) and u.operation.swapped_dims is None
+        for u in arg.uses
+    )
+
+
+def _foldable(op: kernel.TransposeOp) -> bool:
+    """Whether every user reads ``op``'s result as a customized kernel (or
+    will, once customized) through plain ``block.input`` ops."""
+    uses = list(op.result.uses)
+    for use in uses:
+        user = use.operation
+        if isinstance(user, kernel.CustomizedOp):
+            if not _reads_plainly(user, use.index):
+                return False
+        elif not _customizable(user):
+            return False
+    return bool(uses)
+
+
+def _customize_users(op: kernel.TransposeOp) -> None:
+    """Give each bare kernel op reading ``op`` its default definition."""
+    for user in list({u.operation for u in op.result.uses}):
+        if isinstance(user, kernel.CustomizedOp):
+            continue
+        if isinstance(user, kernel.MatmulOp) and split_matmul(user, H100):
+            continue
+        new = customize(user)  # type: ignore[arg-type]
+        Rewriter.replace_op(user, new, new.results)
+
+
+def _read_transposed(user: kernel.CustomizedOp, index: int, op: kernel.TransposeOp):
+    """Make operand ``index`` of ``user`` (``op``'s result) ``op``'s operand,
+    its ``block.input`` ops reading it with ``op``'s dims swapped."""
+    body = user.entry
+    old = body.args[index]
+    new = body.insert_arg(op.input.type, index)
+    for use in list(old.uses):
+        read = use.operation
+        assert isinstance(read, block.InputOp)
+        swapped = block.InputOp(
+            new,
+            read.input_map,
+            read.forloop_dim,
+            read.result.type,  # type: ignore[arg-type]
+            read.window_of,
+            op.dims,
+        )
+        swapped.attributes.update(read.attributes)
+        Rewriter.replace_op(read, swapped)
+    body.erase_arg(old)
+    user.operands[index] = op.input
+
+
+def fold_transpose(op: kernel.TransposeOp) -> bool:
+    """Remove ``op`` if its users can read its operand transposed; whether
+    it did."""
+    if not _foldable(op):
+        return False
+    _customize_users(op)
+    if not _foldable(op):  # a split-K matmul may read it through a reshape
+        return False
+    for use in list(op.result.uses):
+        assert isinstance(use.operation, kernel.CustomizedOp)
+        _read_transposed(use.operation, use.index, op)
+    Rewriter.erase_op(op)
+    return True
+
+
+@dataclass(frozen=True)
+class FoldTransposesPass(ModulePass):
+    """Remove each ``kernel.transpose`` read only by customized kernels (or
+    bare kernel ops, customized first): they read its operand transposed."""
+
+    name = "fold-transposes"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for inner in [o for o in op.walk() if isinstance(o, kernel.TransposeOp)]:
+            if inner.parent is not None:  # not replaced as a folded one's user
+                fold_transpose(inner)
