@@ -50,7 +50,12 @@ from mirage_xdsl.lowering.schedule import (
     schedule_of,
 )
 from mirage_xdsl.lowering.shared_plan import live_ranges, plan_shared, tile_storage
-from mirage_xdsl.lowering.tile_copies import copy_in, copy_out, tile_origin
+from mirage_xdsl.lowering.tile_copies import (
+    copy_in,
+    copy_in_transposed,
+    copy_out,
+    tile_origin,
+)
 from mirage_xdsl.lowering.tiles import WARP, Threads, TileRef, dims
 
 
@@ -107,6 +112,10 @@ class KernelLowering:
         prefix = (stage,) if is_staged(o) else ()
         dst = TileRef(ref.mem, dims(o.result.type), prefix)
         origin = tile_origin(self.b, o, self.op.grid_dims, self.block_ids, iteration)
+        if o.swapped_dims is not None:
+            src = self.args[o.source]
+            copy_in_transposed(self.b, self.threads, src, dst, origin, o.swapped_dims)
+            return
         window = o.window_of
         rank = len(dims(o.source.type))
         row_start = window[1] if window is not None and window[0] == rank - 1 else 0

@@ -8,6 +8,13 @@ elements at once as fit 16 bytes and divide the rows of the tile and of the
 tensor. Where a tile sits in its device tensor follows the op's ``imap`` or
 ``omap`` (which grid dim splits which tensor dim) and, for per-iteration
 inputs, the for-loop iteration.
+
+An input that reads its source transposed (``block.input``'s ``transpose``)
+is copied element by element, the tile's dims walked in the source's order so
+that neighbouring threads read neighbouring elements: no vector of the source
+is a row of the tile. ``fold-transposes`` therefore leaves the transpose
+kernels of a CUDA C program in place (16-byte ``cp.async`` copies on both of
+its sides); the scalar copy serves block graphs written with the property.
 """
 
 from __future__ import annotations
@@ -97,6 +104,37 @@ def copy_in(
             b.store(b.load(src, at), dst.mem, dst.at(index))
 
     b.strided(threads.tid, numel(chunks), threads.count, copy)
+
+
+def copy_in_transposed(
+    b: GpuBuilder,
+    threads: Threads,
+    src: SSAValue,
+    dst: TileRef,
+    origin: Sequence[Ix],
+    swapped: tuple[int, int],
+) -> None:
+    """Plain copies of one input tile read through the source dims
+    ``swapped`` (``origin`` and ``dst`` count the dims of the transposed
+    view, lifted to the tile's rank): thread ``i`` copies the ``i``-th
+    element in the source's order."""
+    assert isinstance(src.type, MemRefType)
+    tile = dst.shape
+    lifted = len(tile) - len(dims(src.type))
+    a, c = (d + lifted for d in swapped)
+    order = list(range(len(tile)))  # the tile dim of each source dim
+    order[a], order[c] = order[c], order[a]
+
+    def copy(flat: Ix) -> None:
+        index: list[Ix] = [0] * len(tile)
+        walked = b.unravel(flat, [tile[d] for d in order])
+        for d, i in zip(order, walked, strict=True):
+            index[d] = i
+        at = [b.add(o, x) for o, x in zip(origin, index, strict=True)]
+        at = [at[d] for d in order][lifted:]
+        b.store(b.load(src, at), dst.mem, dst.at(index))
+
+    b.strided(threads.tid, numel(tile), threads.count, copy)
 
 
 def copy_out(

@@ -116,9 +116,7 @@ def _retile(
         shape = shapes.tile_shape(
             op.viewed_shape, op.input_map, fmap, customized.grid_dims, forloop
         )
-        new = block.InputOp(
-            op.source, op.input_map, fmap, t.result_type_like(op.result, shape)
-        )
+        new = op.retiled(fmap, t.result_type_like(op.result, shape))
         Rewriter.replace_op(op, new)
 
 

@@ -264,27 +264,31 @@ class BlockGraph(_Builder):
         forloop_dim: int = -1,
         rank: int | None = None,
         window: Sequence[int] | None = None,
+        transpose: Sequence[int] | None = None,
     ) -> SSAValue:
         """The tile of ``dtensor`` each block loads; with ``rank``, the tensor
         viewed with leading size-1 dims up to that rank (the maps count them),
         so a lower-rank tensor's tile broadcasts against higher-rank tiles;
+        with ``transpose = (dim0, dim1)``, the tensor with those dims swapped;
         with ``window = (dim, start, end)``, only those elements of ``dim``."""
         if dtensor not in self.sources:
             self.sources.append(dtensor)
             self.block.insert_arg(dtensor.type, len(self.block.args))
         arg = self.block.args[self.sources.index(dtensor)]
         full = t.tensor_shape(dtensor)
-        if window is not None:
-            full = shapes.slice_(full, *window)
         shape = shapes.tile_shape(
-            shapes.lift(full, len(full) if rank is None else rank),
+            block.input_view(
+                full, len(full) if rank is None else rank, transpose, window
+            ),
             input_map,
             forloop_dim,
             self.grid_dims,
             self.forloop_range,
         )
         tile = t.result_type_like(dtensor, shape)
-        return self._add(block.InputOp(arg, input_map, forloop_dim, tile, window))
+        return self._add(
+            block.InputOp(arg, input_map, forloop_dim, tile, window, transpose)
+        )
 
     def forloop_accum(
         self, value: SSAValue, reduce: str = "none", shift: SSAValue | None = None

@@ -121,6 +121,8 @@ def scaled_partition(
         new = tuple(arg_types[index].get_shape())
         if len(old) != len(new):
             raise RetargetError("input rank changed")
+        if inner.swapped_dims is not None:  # the maps count the transposed view
+            old, new = (shapes.transpose(s, *inner.swapped_dims) for s in (old, new))
         for g, d in enumerate(inner.input_map):
             if d != -1:
                 grid_ratio.setdefault(g, set()).add(_ratio(new[d], old[d]))
@@ -151,11 +153,13 @@ def retarget_customized(
         source = new_operands[0]
         window = inner.window_of
         try:
-            full = t.tensor_shape(source)
-            if window is not None:
-                full = shapes.slice_(full, *window)
             tile = shapes.tile_shape(
-                shapes.lift(full, len(t.tensor_shape(inner.result))),
+                block.input_view(
+                    t.tensor_shape(source),
+                    len(t.tensor_shape(inner.result)),
+                    inner.swapped_dims,
+                    window,
+                ),
                 inner.input_map,
                 inner.forloop_dim,
                 grid,
@@ -169,6 +173,7 @@ def retarget_customized(
             inner.forloop_dim,
             t.result_type_like(source, tile),
             window,
+            inner.swapped_dims,
         )
 
     body, _ = rebuild_block(op.entry, arg_types, input_tile)

@@ -57,13 +57,14 @@ class BlockInput:
     """The tile's rank when it lifts a lower-rank source (leading size-1
     dims, which the maps count); None: the source's own."""
     window: tuple[int, int, int] | None = None
-    """``(dim, start, end)``: the part of the source's ``dim`` it reads."""
+    """``(dim, start, end)``: the part of the view's ``dim`` it reads."""
+    transpose: tuple[int, int] | None = None
+    """``(dim0, dim1)``: the source dims it reads swapped."""
 
     def viewed(self, shape: Shape) -> Shape:
         """The source's shape as the maps index it."""
-        if self.window is not None:
-            shape = shapes.slice_(shape, *self.window)
-        return shape if self.rank is None else shapes.lift(shape, self.rank)
+        rank = len(shape) if self.rank is None else self.rank
+        return block_dialect.input_view(shape, rank, self.transpose, self.window)
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ def _customized(
 ) -> list[SSAValue]:
     bb = BlockBuilder(graph.grid, graph.block, graph.forloop)
     env: list[SSAValue] = [
-        bb.new_input(operands[i.source], i.imap, i.fmap, i.rank, i.window)
+        bb.new_input(operands[i.source], i.imap, i.fmap, i.rank, i.window, i.transpose)
         for i in graph.inputs
     ]
     env += [None] * len(graph.ops)  # type: ignore[list-item]
@@ -353,6 +354,7 @@ def _block_graph(op: Any) -> BlockGraph:
                     inner.fmap.value.data,
                     lifted,
                     inner.window_of,
+                    inner.swapped_dims,
                 )
             )
     ops: list[Op] = []
