@@ -39,6 +39,7 @@ from mirage_xdsl.runtime.triton_compile import (
     compile_kernel,
     triton_version,
 )
+from mirage_xdsl.search.options import usable_cpus
 
 WARPS = (1, 2, 4, 8, 16)
 """Warps per block the autotuner may give a kernel: as few as its largest
@@ -162,7 +163,7 @@ def compile_all(
     keys = [(digest, sig, config) for sig, config in jobs]
     todo = list(dict.fromkeys(k for k in keys if k not in _binaries))
     work = [(source, sig, config) for _, sig, config in todo]
-    workers = min(len(work), os.cpu_count() or 1, 16)
+    workers = min(len(work), usable_cpus(), 16)
     if workers <= 1:
         fresh = [_compile_one(w) for w in work]
     else:

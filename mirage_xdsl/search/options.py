@@ -57,7 +57,7 @@ class SearchOptions:
     layout ops, is cut into segments searched one by one (``partition.py``)."""
 
     def workers(self) -> int:
-        return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+        return self.jobs if self.jobs > 0 else usable_cpus()
 
     def key(self) -> dict[str, Any]:
         """What identifies a search result (budget, jobs and cluster do not
@@ -96,4 +96,13 @@ def parse_ints(text: str, what: str) -> tuple[int, ...]:
         raise ValueError(f"option '{what}': expected integers, got '{text}'") from None
 
 
-__all__ = ["DEFAULT", "SearchOptions", "parse_ints", "parse_triples"]
+__all__ = ["DEFAULT", "SearchOptions", "parse_ints", "parse_triples", "usable_cpus"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: ``taskset``, a
+    container's cpuset), not every CPU of the host."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity on this platform
+        return os.cpu_count() or 1
