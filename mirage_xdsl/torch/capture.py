@@ -59,6 +59,7 @@ from mirage_xdsl.torch.rules import (
     Value,
     materialise_expand,
 )
+from mirage_xdsl.torch.rules.siblings import Part
 from mirage_xdsl.torch.trace import export, program_name
 
 
@@ -143,6 +144,8 @@ class Converter:
         self.env: dict[fx.Node, Value] = {}
         self.parameters: list[torch.Tensor] = []
         """Parameters the program reads, in the order they became inputs."""
+        self.fused_linears: dict[fx.Node, Part] = {}
+        """Each sibling linear's slice of its fused projection (:mod:`.rules.siblings`)."""
 
     def run(self) -> ModuleOp:
         """Convert every node; the program returns the graph's outputs."""

@@ -19,6 +19,7 @@ from mirage_xdsl.torch.rules.operands import (
     refuse_scalars,
     tensor_operands,
 )
+from mirage_xdsl.torch.rules.siblings import fused_part
 
 
 def matmul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
@@ -33,10 +34,15 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     """``F.linear`` / ``nn.Linear``: ``x @ W.T + b``. A parameter weight is
     transposed once, at capture; a weight that is a graph input
     (``torch.compile`` lifts parameters) as the converter transposes inputs
-    (:meth:`Converter.transposed`)."""
+    (:meth:`Converter.transposed`). Sibling linears of one input are one
+    matmul, each a slice of it (:mod:`.siblings`)."""
     (value,) = tensor_operands(c, node, x)
     if len(node_shape(x)) < 2 or len(node_shape(w)) != 2:
         raise unsupported(node, "a linear of a 1-d input or with a weight not 2-d")
+    part = fused_part(c, node)
+    if part is not None:
+        last = len(node_shape(x)) - 1
+        return c.graph.slice(part.fused, last, part.start, part.end)
     weight = parameter_of(c, w)
     if weight is not None:
         y = c.graph.matmul(value, c.constant(weight.t()))

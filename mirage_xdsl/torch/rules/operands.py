@@ -91,6 +91,8 @@ class Converter(Protocol):
     graph: KernelGraph
     env: dict[fx.Node, Value]
     dtype: Attribute
+    fused_linears: dict[fx.Node, Any]
+    """Sibling linears' slices of their fused projection (:mod:`.siblings`)."""
 
     def value(self, node: fx.Node) -> SSAValue:
         """The SSA value of a converted node."""
