@@ -57,9 +57,12 @@ def test_each_shard_holds_its_heads() -> None:
     module, xs, placements = attention_case()
     tp = tensor_parallel(module, 2, xs, placements)
     assert tp.program.outputs == (REPLICATE, Shard(1), Shard(1))
-    q_weight = tp.parameters[1][0]  # q_proj's transposed piece, rank 1
-    want = module.q_proj.weight.detach()[HEADS // 2 * HEAD_DIM :].t()
-    assert torch.equal(q_weight, want)
+    # q, k and v are captured as one matmul: rank 1 reads its pieces joined
+    joined = tp.parameters[1][0]
+    pieces = [
+        getattr(module, f"{n}_proj").weight.detach().chunk(2)[1].t() for n in "qkv"
+    ]
+    assert torch.equal(joined, torch.cat(pieces, 1))
 
 
 class BiasedMLP(nn.Module):

@@ -21,10 +21,12 @@ layers give each shard its heads.
 Every shard captures to the same program (else the capture is refused). The
 placement of each program input (a user input is placed as
 ``input_placements`` says; a parameter, held by each shard as captured, is
-found to be a replicated copy or a split of the unsharded program's) and of
-each output (by its shape) make it a
+found to be a replicated copy, a split or a joined split of the unsharded
+program's: :mod:`.placements`) and of each output (by its shape) make it a
 :class:`~mirage_xdsl.semantics.sharding.ShardedProgram`, which
 :meth:`TensorParallel.verify` proves equal to the unsharded capture.
+A module already sharded with ``torch.distributed.tensor`` is taken by
+:func:`~mirage_xdsl.torch.dtensor.from_dtensor`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ from mirage_xdsl.semantics.sharding import (
 )
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.function import search
+from mirage_xdsl.torch.placements import (
+    Joined,
+    output_placement,
+    parameter_placement,
+    regroup,
+)
 from mirage_xdsl.torch.rules import ATEN_RULES
 from mirage_xdsl.verify.equivalence import Verdict
 from mirage_xdsl.verify.sharded import equivalent_sharded
@@ -176,42 +184,6 @@ def shard_module(
     return shard
 
 
-def _parameter_placement(
-    index: int, full: torch.Tensor, pieces: Sequence[torch.Tensor]
-) -> Placement:
-    """How the shards' copies of a captured parameter relate to the
-    unsharded one: all equal to it, or its pieces along one dim."""
-    shards = len(pieces)
-    if all(p.shape == full.shape and torch.equal(p, full) for p in pieces):
-        return REPLICATE
-    for dim in range(full.dim()):
-        if tuple(pieces[0].shape) != tuple(
-            s // shards if d == dim else s for d, s in enumerate(full.shape)
-        ):
-            continue
-        if torch.equal(torch.cat(list(pieces), dim), full):
-            return Shard(dim)
-    raise ShardingError(
-        f"parameter input #{index} {list(full.shape)}: the shards' copies "
-        f"{[list(p.shape) for p in pieces]} are neither the whole tensor nor "
-        "its pieces along one dim"
-    )
-
-
-def _output_placement(
-    index: int, full: Sequence[int], shard: Sequence[int], shards: int
-) -> Placement:
-    if tuple(full) == tuple(shard):
-        return REPLICATE
-    split = [d for d, (f, s) in enumerate(zip(full, shard, strict=True)) if f != s]
-    if len(split) == 1 and full[split[0]] == shard[split[0]] * shards:
-        return Shard(split[0])
-    raise ShardingError(
-        f"output #{index} is {list(shard)} on a shard and {list(full)} unsharded: "
-        "not a piece along one dim"
-    )
-
-
 def _shapes(module: ModuleOp, outputs: bool = False) -> list[tuple[int, ...]]:
     ty = entry_function(module).function_type
     return [tuple(t.get_shape()) for t in (ty.outputs if outputs else ty.inputs)]  # type: ignore[attr-defined]
@@ -230,6 +202,10 @@ class TensorParallel:
     modules: list[nn.Module]
     """Each shard's torch module (the plan applied), to run with torch.distributed."""
     user_inputs: tuple[Placement, ...]
+    regrouped: Captured | None = None
+    """The unsharded capture reading each parameter the capture joined from
+    several layers shard-major (:mod:`.placements`), or None when none is:
+    what the shards are proven equal to."""
 
     @property
     def shards(self) -> int:
@@ -238,7 +214,13 @@ class TensorParallel:
     def verify(self, **options: Any) -> Verdict:
         """Whether the shards together compute what the unsharded module
         does (finite-field fingerprints; options as ``equivalent_sharded``)."""
-        return equivalent_sharded(self.program, self.reference.module, **options)
+        return equivalent_sharded(self.program, self.unsharded.module, **options)
+
+    @property
+    def unsharded(self) -> Captured:
+        """The unsharded program the shards compute, its parameters laid out
+        as the shards' placements split them."""
+        return self.regrouped or self.reference
 
     def superoptimize(self, **options: Any) -> TensorParallel:
         """The shard's program searched (``mirage_xdsl.superoptimize``: each
@@ -262,7 +244,7 @@ class TensorParallel:
     def __call__(self, *inputs: torch.Tensor) -> Any:
         """Every shard in this process, in the interpreter (exact fp32, on
         the CPU): the unsharded module's outputs, assembled from the shards'."""
-        full = [*inputs, *self.reference.parameters]
+        full = [*inputs, *self.unsharded.parameters]
         arrays = [x.detach().float().cpu().numpy() for x in full]
         outs = self.program.gather(run_sharded(self.program, arrays))
         dtype = inputs[0].dtype
@@ -318,12 +300,14 @@ def tensor_parallel(
             f"unsharded module {len(reference.parameters)}"
         )
     try:
-        params = tuple(
-            _parameter_placement(user + i, full, [c.parameters[i] for c in captures])
+        found = [
+            parameter_placement(user + i, full, [c.parameters[i] for c in captures])
             for i, full in enumerate(reference.parameters)
-        )
+        ]
+        joined = {user + i: p for i, p in enumerate(found) if isinstance(p, Joined)}
+        params = tuple(Shard(p.dim) if isinstance(p, Joined) else p for p in found)
         outputs = tuple(
-            _output_placement(i, f, s, shards)
+            output_placement(i, f, s, shards)
             for i, (f, s) in enumerate(
                 zip(
                     _shapes(reference.module, True),
@@ -337,8 +321,14 @@ def tensor_parallel(
         )
     except ShardingError as e:
         raise MirageError(f"error: {e}") from None
+    regrouped = regroup(reference, joined, shards) if joined else None
     return TensorParallel(
-        program, reference, [c.parameters for c in captures], modules, placements
+        program,
+        reference,
+        [c.parameters for c in captures],
+        modules,
+        placements,
+        regrouped,
     )
 
 
