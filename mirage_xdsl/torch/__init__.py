@@ -12,10 +12,13 @@ mirage-xdsl[torch]``); ``import mirage_xdsl`` alone does not.
   as µGraphs, the rest (embedding lookups, integer index math, KV-cache
   writes) as torch between them;
 - :func:`tensor_parallel` splits a module over several GPUs the Megatron way
-  and captures the shard's program, with ``kernel.all_reduce`` between blocks.
+  and captures the shard's program, with ``kernel.all_reduce`` between blocks;
+  :func:`from_dtensor` takes a module already sharded with
+  ``torch.distributed.tensor`` (DTensor) to the same program.
 """
 
 from mirage_xdsl.torch.capture import Captured, capture, capture_program
+from mirage_xdsl.torch.dtensor import DTensorParallel, from_dtensor
 from mirage_xdsl.torch.function import MirageFunction, superoptimize
 from mirage_xdsl.torch.nodes import CaptureError
 from mirage_xdsl.torch.parallel import TensorParallel, tensor_parallel
@@ -25,10 +28,12 @@ __all__ = [
     "ATEN_RULES",
     "CaptureError",
     "Captured",
+    "DTensorParallel",
     "MirageFunction",
     "TensorParallel",
     "capture",
     "capture_program",
+    "from_dtensor",
     "superoptimize",
     "tensor_parallel",
 ]
