@@ -5,8 +5,9 @@
 ``lower-to-gpu``) on a copy, prints every kernel as CUDA C and reads the
 buffers and launches off the host function: its arguments are the inputs then
 the outputs (the latter marked ``{mirage.output}``), each ``memref.alloc`` is
-an intermediate, each ``memref.reinterpret_cast`` (a reshape) another name for
-its source's buffer, each ``gpu.launch_func`` a launch.
+an intermediate, each ``memref.reinterpret_cast`` (a reshape or a contiguous
+slice) another name for its source's buffer, from the cast's offset on, each
+``gpu.launch_func`` a launch.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
         if isinstance(k, gpu.FuncOp)
     }
     names: dict[SSAValue, str] = {}
+    offsets: dict[SSAValue, int] = {}
     buffers: list[BufferSpec] = []
     counts = {"input": 0, "output": 0}
     attrs = host.arg_attrs.data if host.arg_attrs else [None] * len(host.args)
@@ -100,7 +102,9 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
                 )
             )
         elif isinstance(op, memref.ReinterpretCastOp):
-            names[op.result] = names[op.source]  # a reshape: the same buffer
+            names[op.result] = names[op.source]  # a view of the same buffer
+            start = op.static_offsets.get_values()[0]
+            offsets[op.result] = offsets.get(op.source, 0) + start
         elif isinstance(op, gpu.LaunchFuncOp):
             name = op.kernel.nested_references.data[-1].data
             used.append(name)
@@ -116,6 +120,7 @@ def program_of(module: ModuleOp, host: func.FuncOp) -> GpuProgram:
                     ),
                     shared_bytes=_int(shared) if shared is not None else 0,
                     args=tuple(names[v] for v in op.kernelOperands),
+                    offsets=tuple(offsets.get(v, 0) for v in op.kernelOperands),
                 )
             )
     source = cuda_source([kernel_source(kernels[n]) for n in used])

@@ -30,6 +30,7 @@ ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import prod
 
 import numpy as np
 from xdsl.dialects import arith, func, gpu, memref
@@ -92,8 +93,11 @@ class Emulator:
                 ty = op.memref.type
                 env[op.memref] = unwritten(ty.get_shape(), ty.element_type)
             elif isinstance(op, memref.ReinterpretCastOp):
-                # a reshape: a view of the same (contiguous) array
-                env[op.result] = env[op.source].reshape(op.result.type.get_shape())
+                # a reshape or a contiguous slice: a view of the same array
+                shape = op.result.type.get_shape()
+                start = op.static_offsets.get_values()[0]
+                flat = env[op.source].reshape(-1)[start : start + prod(shape)]
+                env[op.result] = flat.reshape(shape)
             elif isinstance(op, gpu.LaunchFuncOp):
                 kernel = self.kernels[op.kernel.nested_references.data[-1].data]
                 grid = [consts[v] for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)]

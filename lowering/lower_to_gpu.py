@@ -38,7 +38,12 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.lowering.aliases import is_alias, output_storage, storage_of
+from mirage_xdsl.lowering.aliases import (
+    is_alias,
+    offsets_of,
+    output_storage,
+    storage_of,
+)
 from mirage_xdsl.lowering.cuda_printer import strides_of
 from mirage_xdsl.lowering.kernel_lowering import KernelLowering
 
@@ -71,9 +76,10 @@ def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
     """The host function launching one kernel per customized op.
 
     A ``kernel.reshape`` launches nothing: its result is its operand's buffer
-    viewed with the new shape (``memref.reinterpret_cast``), and a kernel whose
-    result is returned, reshaped or not, writes the output buffer directly
-    (``aliases.py``).
+    viewed with the new shape (``memref.reinterpret_cast``), and so does a
+    contiguous slice, viewed from its first element on (the cast's offset);
+    a kernel whose result is returned, reshaped or not, writes the output
+    buffer directly (``aliases.py``).
     """
     name = fn.sym_name.data
     body = fn.body.block
@@ -90,6 +96,7 @@ def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
                 "time, the sums between (runtime.distributed.ShardRunner)"
             )
     storage = storage_of(fn)
+    offsets = offsets_of(fn)
     outputs = output_storage(
         fn, storage, "lower-to-gpu: function ", "every output is written by a kernel"
     )
@@ -111,9 +118,9 @@ def lower_function(fn: func.FuncOp, kernels: Block) -> func.FuncOp:
                 host.add_op(alloc)
                 roots[root] = alloc.memref
             base, ty = roots[root], memref_of(value.type)
-            if base.type != ty:
+            if base.type != ty or offsets[value]:
                 view = memref.ReinterpretCastOp.from_dynamic(
-                    base, [0], ty.get_shape(), strides_of(ty), ty
+                    base, [offsets[value]], ty.get_shape(), strides_of(ty), ty
                 )
                 host.add_op(view)
                 base = view.result

@@ -35,7 +35,8 @@ class KernelLaunch:
     """One kernel launch: ``name<<<grid, block, shared_bytes>>>(*args)``.
 
     ``args`` name buffers; each kernel parameter is a pointer to that buffer's
-    first element, in this order.
+    first element, in this order, or ``offsets`` elements past it (a
+    contiguous slice reads its operand's buffer in place: ``aliases.py``).
     """
 
     name: str
@@ -46,6 +47,9 @@ class KernelLaunch:
     scratch: tuple[int, ...] = ()
     """Trailing scratch parameters (Triton's global and profile scratch): the
     bytes each needs per block; the runtime allocates them, or passes NULL for 0."""
+    offsets: tuple[int, ...] = ()
+    """Elements from each buffer's first element to the one its parameter
+    points at, per argument (none: all 0)."""
     waits: bool = False
     """The kernel executes ``griddepcontrol.wait`` before it reads anything
     another kernel wrote or stores anything (before it, it may read only the

@@ -30,7 +30,12 @@ from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
-from mirage_xdsl.lowering.aliases import is_alias, output_storage, storage_of
+from mirage_xdsl.lowering.aliases import (
+    is_alias,
+    offsets_of,
+    output_storage,
+    storage_of,
+)
 from mirage_xdsl.lowering.program import BufferSpec, of_kind
 from mirage_xdsl.lowering.triton_legalize import (
     MATMUL_ATTR,
@@ -68,6 +73,9 @@ class TritonKernel:
     """The forms whose for-loop multiplies with ``tl.dot``: the only loads
     Triton's software pipeline stages, so the only forms whose number of
     stages matters."""
+    offsets: tuple[int, ...] = ()
+    """Each of ``args``' first element in its buffer (non-zero for a
+    contiguous slice, an alias of its operand's buffer: ``aliases.py``)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,7 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
     fn = fns["dot"]
     ops = {form: _customized_ops(f) for form, f in fns.items()}
     buffers, names = _buffers(fn, ops["dot"])
+    offset = offsets_of(fn)
     sources: list[str] = []
     kernels: list[TritonKernel] = []
     fname = fn.sym_name.data
@@ -197,6 +206,7 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
         )
         sig = list(signature(op).values())
         args = [names[v] for v in [*op.operands, *op.results]]
+        offsets = [offset[v] for v in [*op.operands, *op.results]]
         if printed.scratch_elems:
             blocks = op.grid_dims[0] * op.grid_dims[1] * op.grid_dims[2]
             scratch = f"scratch{i}"
@@ -210,6 +220,7 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
                 )
             )
             args.append(scratch)
+            offsets.append(0)
             sig.append("*fp32")
         kernels.append(
             TritonKernel(
@@ -229,6 +240,7 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
                     default=1,
                 ),
                 dot_variants=dots,
+                offsets=tuple(offsets),
             )
         )
     program = TritonProgram(fname, "", tuple(buffers), tuple(kernels))
@@ -254,7 +266,8 @@ def run(*inputs):
             )
     for launch in LAUNCHES:
         kernel = globals()[launch["kernels"][0]]
-        kernel[tuple(launch["grid"])](*[buf[a] for a in launch["args"]])
+        args = zip(launch["args"], launch["offsets"])
+        kernel[tuple(launch["grid"])](*[buf[a].reshape(-1)[o:] for a, o in args])
     outs = [buf[b["name"]] for b in BUFFERS if b["kind"] == "output"]
     return outs[0] if len(outs) == 1 else tuple(outs)
 '''
@@ -285,7 +298,7 @@ def module_source(program: TritonProgram, kernels: list[str]) -> str:
     )
     launches = ",\n".join(
         f'    {{"kernels": {list(k.variants)}, "grid": {list(k.grid)}, '
-        f'"args": {list(k.args)}}}'
+        f'"args": {list(k.args)}, "offsets": {list(k.offsets)}}}'
         for k in program.kernels
     )
     return (

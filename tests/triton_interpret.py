@@ -10,6 +10,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py activations 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py softmax 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py layout 0
+    TRITON_INTERPRET=1 python tests/triton_interpret.py slices 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py ops 0
 """
 
@@ -42,7 +43,8 @@ def run_form(program, inputs, form: int) -> list[np.ndarray]:
     kernels = load_source(program.source)
     for k in program.kernels:
         name = k.variants[min(form, len(k.variants) - 1)]
-        kernels[name][k.grid](*[buf[a] for a in k.args])
+        args = zip(k.args, k.offsets, strict=True)
+        kernels[name][k.grid](*[buf[a].view(-1)[o:] for a, o in args])
     return [buf[b.name].float().numpy() for b in program.outputs()]
 
 
@@ -180,6 +182,18 @@ def layout_cases() -> None:
         check(f"layout {name}", module, random_inputs(module, 0, -0.5, 0.5))
 
 
+def slice_cases() -> None:
+    """The programs with slices (``tests/slice_program.py``): contiguous ones
+    read in place, the others copied."""
+    from slice_program import PROGRAMS
+
+    from mirage_xdsl.workloads import random_inputs
+
+    for name, build in PROGRAMS.items():
+        module = build()
+        check(f"slices {name}", module, random_inputs(module, 0, -0.5, 0.5))
+
+
 def op_cases() -> None:
     """Each element-wise op of the op table (``tests/op_program.py``), at the
     kernel and block levels, unfused and in a thread graph."""
@@ -206,6 +220,8 @@ if __name__ == "__main__":
         softmax_cases()
     elif what == "layout":
         layout_cases()
+    elif what == "slices":
+        slice_cases()
     elif what == "ops":
         op_cases()
     else:

@@ -75,9 +75,16 @@ def _validate_launch(program: GpuProgram, launch: KernelLaunch, where: str) -> N
     what = f"error: {where}: launch of '{launch.name}'"
     if not re.search(rf"\b{re.escape(launch.name)}\s*\(", program.source):
         raise MirageError(f"{what}: no such kernel in the source")
-    buffers = {b.name for b in program.buffers}
+    buffers = {b.name: b for b in program.buffers}
     if missing := [a for a in launch.args if a not in buffers]:
         raise MirageError(f"{what}: argument '{missing[0]}' names no buffer")
+    if launch.offsets and len(launch.offsets) != len(launch.args):
+        raise MirageError(
+            f"{what}: {len(launch.offsets)} offsets for {len(launch.args)} arguments"
+        )
+    for a, at in zip(launch.args, launch.offsets, strict=False):
+        if not 0 <= at < int(np.prod(buffers[a].shape)):
+            raise MirageError(f"{what}: offset {at} lies outside buffer '{a}'")
     if len(launch.grid) != 3 or len(launch.block) != 3:
         raise MirageError(f"{what}: grid and block must have three dims")
     if min(launch.grid) < 1 or min(launch.block) < 1:
@@ -128,6 +135,7 @@ class LoadedProgram:
             for x in program.launches
         ]
         self._params = [self._param_block(x) for x in program.launches]
+        self._offsets = [self._byte_offsets(x) for x in program.launches]
         self._configs = self._launch_configs()
 
     @property
@@ -213,6 +221,15 @@ class LoadedProgram:
         params = np.array([base + 8 * i for i in range(count)], dtype=np.uint64)
         return values, params
 
+    def _byte_offsets(self, launch: KernelLaunch) -> list[int]:
+        """Bytes from each argument's buffer start to where its parameter points."""
+        specs = {b.name: b for b in self.program.buffers}
+        offsets = launch.offsets or (0,) * len(launch.args)
+        return [
+            at * element_type(specs[a]).bytes
+            for a, at in zip(launch.args, offsets, strict=True)
+        ]
+
     def launch(self, pointers: dict[str, int], stream: int = 0) -> None:
         """Launch every kernel in order on ``stream`` (programmatically where
         :meth:`_launch_configs` allows).
@@ -223,17 +240,17 @@ class LoadedProgram:
         d = self.device.driver
         handle = self.device.stream(stream)
         self.device.make_current()
-        for launch, (values, params), scratch, config in zip(
+        for launch, (values, params), offsets, scratch, config in zip(
             self.program.launches,
             self._params,
+            self._offsets,
             self.scratch,
             self._configs,
             strict=True,
         ):
             for i, arg in enumerate(launch.args):
-                values[i] = (
-                    pointers[arg] if arg in pointers else self.intermediates[arg]
-                )
+                base = pointers[arg] if arg in pointers else self.intermediates[arg]
+                values[i] = base + offsets[i]
             for i, ptr in enumerate(scratch):
                 values[len(launch.args) + i] = ptr
             if config is not None:

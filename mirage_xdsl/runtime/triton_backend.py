@@ -30,6 +30,7 @@ def launch_of(kernel: TritonKernel, binary: TritonBinary) -> KernelLaunch:
         block=(32 * binary.num_warps, 1, 1),
         shared_bytes=binary.shared_bytes,
         args=kernel.args,
+        offsets=kernel.offsets,
         scratch=binary.scratch,
         waits=waits(binary),
     )
