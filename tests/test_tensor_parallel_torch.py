@@ -157,19 +157,27 @@ def test_a_runner_needs_its_group() -> None:
 @pytest.mark.slow  # two processes importing torch: about 25 s
 def test_benchmark_dry_run(tmp_path) -> None:
     """tools/tensor_parallel.py without a GPU: two gloo processes verify,
-    run and check both blocks of its small shapes and write the table."""
+    run and check both blocks of its small shapes, split from the module and
+    (--dtensor) taken from parallelize_module, and write the table."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
     tool = Path(__file__).resolve().parent.parent / "tools" / "tensor_parallel.py"
-    args = ["--dry-run", "--search-cap", "0", "--batches", "2", "--out", str(tmp_path)]
+    args = ["--dry-run", "--dtensor", "--search-cap", "0", "--batches", "2"]
+    args += ["--out", str(tmp_path)]
     done = subprocess.run(
         [sys.executable, str(tool), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads((tmp_path / "tensor_parallel.json").read_text())["rows"]
-    assert [(r["block"], r["batch"]) for r in rows] == [("mlp", 2), ("attention", 2)]
+    assert [(r["block"], r["from"]) for r in rows] == [
+        ("mlp", "module"),
+        ("mlp", "DTensor"),
+        ("attention", "module"),
+        ("attention", "DTensor"),
+    ]
     assert all(r["verified"] and r["correct"] for r in rows)
-    assert "| mlp | 2 |" in (tmp_path / "tensor_parallel.md").read_text()
+    assert all(r["same_program"] for r in rows if r["from"] == "DTensor")
+    assert "| mlp | DTensor | 2 |" in (tmp_path / "tensor_parallel.md").read_text()

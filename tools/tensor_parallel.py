@@ -16,6 +16,15 @@ o by rows, one all-reduce per block). For each block and batch, in one run:
   kernels) with ``torch.distributed.all_reduce``;
 - torch, one GPU: the torch module, eager.
 
+With --dtensor, each block and batch also gets a second row from a model
+sharded the way torch users shard it: the block on a 1-d device mesh over
+the GPUs, ``parallelize_module(block, mesh, {"gate_proj": ColwiseParallel(),
+..., "down_proj": RowwiseParallel()})``, taken through
+``mirage_xdsl.torch.from_dtensor``. Its "ours TP" is that program (verified
+again; the search's pick reused when it is the same program as the first
+row's, searched again otherwise), its "torch TP" the DTensor module itself
+(torch's own tensor parallelism); its one-GPU columns are the first row's.
+
 Every output is checked against torch's single-GPU result first. Timing is
 ``tools/bench.py``'s: each method's calls captured in a CUDA graph (the NCCL
 all-reduce inside it), the L2 flushed before each call, the flushes' time
@@ -38,6 +47,7 @@ processes joined by gloo, every stage in the interpreter, nothing timed.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -56,8 +66,9 @@ from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.runtime.distributed import ShardRunner, join_group, spawn
 from mirage_xdsl.runtime.timer import BATCH, GraphTimer
 from mirage_xdsl.semantics.interpreter import entry_function, run
-from mirage_xdsl.semantics.sharding import REPLICATE, Shard
+from mirage_xdsl.semantics.sharding import REPLICATE, Shard, piece
 from mirage_xdsl.torch.blocks import DecodeAttention, GatedMLP, initialise
+from mirage_xdsl.torch.dtensor import from_dtensor
 from mirage_xdsl.torch.parallel import TensorParallel, tensor_parallel
 
 BANDWIDTH = 3.0e12
@@ -97,12 +108,51 @@ def block(name: str, batch: int, shapes: Shapes = LLAMA_3_8B):
     return module, [x, *cache], [REPLICATE, Shard(1), Shard(1)]
 
 
+LAYERS = {
+    "mlp": {"gate_proj": "colwise", "up_proj": "colwise", "down_proj": "rowwise"},
+    "attention": {
+        "q_proj": "colwise",
+        "k_proj": "colwise",
+        "v_proj": "colwise",
+        "o_proj": "rowwise",
+    },
+}
+"""Each block's linear layers and how a torch user shards them."""
+
+
+def parallelized(name: str, module, device: torch.device):
+    """A copy of ``module`` on ``device``, sharded over every process by
+    torch's ``parallelize_module`` (DTensor parameters on a 1-d mesh)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    styles = {
+        layer: ColwiseParallel() if style == "colwise" else RowwiseParallel()
+        for layer, style in LAYERS[name].items()
+    }
+    copied = copy.deepcopy(module).requires_grad_(False).to(device)
+    return parallelize_module(copied, mesh, styles)
+
+
 def flat(y) -> list[torch.Tensor]:
     return list(y) if isinstance(y, (tuple, list)) else [y]
 
 
+def settled(y) -> list[torch.Tensor]:
+    """A module's outputs, each waited for: a DTensor module's all-reduce
+    returns before it is done (an ``AsyncCollectiveTensor``)."""
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+
+    return [t.wait() if isinstance(t, AsyncCollectiveTensor) else t for t in flat(y)]
+
+
 def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.float(), want.float()
+    got, want = got.detach().float(), want.detach().float()
     return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
@@ -197,19 +247,33 @@ def nbytes(xs: Sequence[torch.Tensor]) -> int:
 
 
 class Config:
-    """One block at one batch size, on this process's device."""
+    """One block at one batch size, on this process's device: split by
+    ``tensor_parallel`` from the unsharded block, or, with ``plain`` (that
+    split's configuration), taken by ``from_dtensor`` from the block sharded
+    by ``parallelize_module``."""
 
-    def __init__(self, name: str, batch: int, args, rank: int):
-        self.args, self.rank = args, rank
+    def __init__(self, name: str, batch: int, args, rank: int, plain=None):
+        self.args, self.rank, self.plain = args, rank, plain
         self.device = torch.device(
             "cpu" if args.dry_run else f"cuda:{torch.cuda.current_device()}"
         )
         shapes = SMALL if args.dry_run else LLAMA_3_8B
         module, xs, placements = block(name, batch, shapes)
-        self.tp = tensor_parallel(module, dist.get_world_size(), xs, placements)
-        self.row: dict = {"block": name, "batch": batch, "shards": self.tp.shards}
-        self.module = module.to(self.device)
+        shards = dist.get_world_size()
+        self.row: dict = {"block": name, "batch": batch, "shards": shards}
+        self.row["from"] = "module" if plain is None else "DTensor"
         self.xs = [x.to(self.device) for x in xs]
+        if plain is None:
+            self.tp = tensor_parallel(module, shards, xs, placements)
+            self.torch_shard = self.tp.modules[rank].to(self.device)
+        else:
+            self.torch_shard = parallelized(name, module, self.device)
+            local = [
+                piece(x, p, rank, shards)
+                for x, p in zip(self.xs, placements, strict=True)
+            ]
+            self.tp = from_dtensor(self.torch_shard, local, placements)
+        self.module = module.to(self.device)
         self.want = [y.detach() for y in flat(self.module(*self.xs))]
 
     def slowest(self, value: float) -> float:
@@ -223,20 +287,28 @@ class Config:
             bound = verdict.false_positive_bound
             row["verified"] = bool(verdict)
             row["verdict"] = f"{verdict.reason} (false-positive bound {bound:.1e})"
-        shard_text, row["search_s_shard"] = searched(
-            tp.program.module, self.args, self.rank
-        )
+        self.captured = module_text(tp.program.module)
+        plain = self.plain
+        if plain is not None:
+            row["same_program"] = self.captured == plain.captured
+        if row.get("same_program"):  # the search's pick for that program
+            shard_text, row["search_s_shard"] = plain.shard_text, 0.0
+        else:
+            shard_text, row["search_s_shard"] = searched(
+                tp.program.module, self.args, self.rank
+            )
+        self.shard_text = shard_text
         row["kernels_shard"] = kernels(shard_text)
         tp.program.module = parse(make_context(), shard_text, "<shard>")
-        self.one_text, row["search_s_one_gpu"] = searched(
-            tp.reference.module, self.args, self.rank
-        )
-        row["kernels_one_gpu"] = kernels(self.one_text)
+        if plain is None:
+            self.one_text, row["search_s_one_gpu"] = searched(
+                tp.reference.module, self.args, self.rank
+            )
+            row["kernels_one_gpu"] = kernels(self.one_text)
         self.shard_args = [
             x.to(self.device) for x in tp.shard_inputs(self.rank, *self.xs)
         ]
         self.runner = ShardRunner(tp.program, backend=self.args.backend)
-        self.torch_shard = tp.modules[self.rank].to(self.device)
         self.torch_args = self.shard_args[: len(self.xs)]
         row["bytes_per_gpu"] = nbytes(self.shard_args)
         row["floor_tp"] = row["bytes_per_gpu"] / BANDWIDTH * 1e6
@@ -245,7 +317,7 @@ class Config:
         ours = self.runner(*self.shard_args)
         row = self.row
         row["error_tp"] = self.slowest(check(ours, self.want, self.tp, self.rank))
-        theirs = flat(self.torch_shard(*self.torch_args))
+        theirs = settled(self.torch_shard(*self.torch_args))
         row["error_torch_tp"] = self.slowest(
             check(theirs, self.want, self.tp, self.rank)
         )
@@ -253,14 +325,21 @@ class Config:
     def time_two_gpus(self, timer: GraphTimer) -> None:
         methods = {
             "ours_tp": lambda: self.runner(*self.shard_args),
-            "torch_tp": lambda: self.torch_shard(*self.torch_args),
+            "torch_tp": lambda: settled(self.torch_shard(*self.torch_args)),
         }
         for key, call in methods.items():
             us, mode = timed(timer, call, self.args.reps)
             self.row[key], self.row[f"{key}_mode"] = self.slowest(us), mode
 
     def one_gpu(self, timer: GraphTimer | None) -> None:
-        """Rank 0 only: the unsharded program, checked and timed."""
+        """Rank 0 only: the unsharded program, checked and timed (a DTensor
+        configuration takes its plain configuration's)."""
+        if self.plain is not None:
+            one_gpu = ("floor_one_gpu", "ours_one_gpu", "torch_one_gpu")
+            for key in (*one_gpu, "error_one_gpu", "kernels_one_gpu"):
+                if key in self.plain.row:
+                    self.row[key] = self.plain.row[key]
+            return
         module = parse(make_context(), self.one_text, "<one gpu>")
         params = [p.to(self.device) for p in self.tp.reference.parameters]
         args = [*self.xs, *params]
@@ -286,8 +365,7 @@ class Config:
         )
 
 
-def run_config(name: str, batch: int, args, rank: int, timer) -> dict:
-    config = Config(name, batch, args, rank)
+def run_config(config: Config, rank: int, timer) -> dict:
     config.prepare()
     config.check_two_gpus()
     if timer is not None:
@@ -299,6 +377,15 @@ def run_config(name: str, batch: int, args, rank: int, timer) -> dict:
     row["correct"] = all(row.get(k, 0.0) <= TOLERANCE for k in errors)
     dist.barrier()
     return row
+
+
+def configs(name: str, batch: int, args, rank: int):
+    """The block split from the unsharded module, then (--dtensor) from the
+    DTensor module, each a :class:`Config` made when its turn comes."""
+    plain = Config(name, batch, args, rank)
+    yield plain
+    if args.dtensor:
+        yield Config(name, batch, args, rank, plain)
 
 
 def fmt(us: float | None) -> str:
@@ -320,14 +407,14 @@ def markdown(rows: list[dict], device: str) -> str:
         f"Tensor parallel over {rows[0]['shards']} GPUs ({device}), fp16, µs per step "
         "(CUDA graph, L2 flushed, median; two-GPU times are the slower GPU's)",
         "",
-        "| block | batch | ours TP | torch TP | ours 1 GPU | torch 1 GPU | floor TP / 1 GPU "
-        "| kernels TP / 1 GPU | TP speed-up over ours 1 GPU | ours TP vs torch TP "
-        "| verified | correct |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| block | from | batch | ours TP | torch TP | ours 1 GPU | torch 1 GPU "
+        "| floor TP / 1 GPU | kernels TP / 1 GPU | TP speed-up over ours 1 GPU "
+        "| ours TP vs torch TP | verified | correct |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
-            f"| {r['block']} | {r['batch']} | {cell(r, 'ours_tp')} "
+            f"| {r['block']} | {r['from']} | {r['batch']} | {cell(r, 'ours_tp')} "
             f"| {cell(r, 'torch_tp')} | {cell(r, 'ours_one_gpu')} "
             f"| {cell(r, 'torch_one_gpu')} "
             f"| {fmt(r['floor_tp'])} / {fmt(r['floor_one_gpu'])} "
@@ -367,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
         "--shards", type=int, default=2, help="GPUs, when not under torchrun"
     )
     parser.add_argument(
+        "--dtensor",
+        action="store_true",
+        help="also take each block through parallelize_module and from_dtensor",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="no GPU: small shapes, gloo, the interpreter, nothing timed",
@@ -389,17 +481,22 @@ def _worker(rank: int, args) -> None:
     start = time.monotonic()
     for name in args.blocks:
         for batch in args.batches:
-            rows.append(run_config(name, batch, args, rank, timer))
-            if rank == 0:
-                print(f"{name} b{batch}: {json.dumps(rows[-1])}", flush=True)
-    if rank != 0:
-        return
-    table = markdown(rows, device)
-    print(table)
-    out = Path(args.out)
+            for config in configs(name, batch, args, rank):
+                rows.append(run_config(config, rank, timer))
+                if rank == 0:
+                    label = f"{name} b{batch} from {config.row['from']}"
+                    print(f"{label}: {json.dumps(rows[-1])}", flush=True)
+                    write(rows, device, args.out, time.monotonic() - start)
+    if rank == 0:
+        print(markdown(rows, device))
+
+
+def write(rows: list[dict], device: str, out_dir: str, seconds: float) -> None:
+    """The table and the rows so far, so a run cut short keeps them."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tensor_parallel.md").write_text(table)
-    summary = {"rows": rows, "seconds": time.monotonic() - start, "device": device}
+    (out / "tensor_parallel.md").write_text(markdown(rows, device))
+    summary = {"rows": rows, "seconds": seconds, "device": device}
     (out / "tensor_parallel.json").write_text(json.dumps(summary, indent=2))
 
 
