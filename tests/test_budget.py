@@ -66,8 +66,11 @@ def test_a_search_with_a_small_budget_ends_within_it(budget):
     clock."""
     module = WORKLOADS["gqa"].build(1)
     start = time.monotonic()
-    superoptimize(module, budget=budget, jobs=1, cache_dir="none", log=None)
+    log = io.StringIO()
+    superoptimize(module, budget=budget, jobs=1, cache_dir="none", log=log)
     assert time.monotonic() - start <= budget + SLACK
+    # the summary says where the time went
+    assert "(search " in log.getvalue() and ", verify " in log.getvalue()
 
 
 def test_a_segmented_search_ends_within_its_budget():
@@ -117,6 +120,27 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
     timed.clear()
     assert measured_pick(pool, Measure(), Report("gqa"))[0] == 1.0
     assert len(timed) == 3
+
+
+def test_timing_stops_where_the_next_candidate_would_overrun_the_deadline():
+    from mirage_xdsl.search.ranking import measured_pick
+    from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.ugraph import from_function
+
+    graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
+    pool = [(4.0, graph), (3.0, graph), (2.0, graph), (1.0, graph)]
+    timed: list[object] = []
+
+    class Measure:  # each timing takes 0.3 s
+        def __call__(self, module):
+            time.sleep(0.3)
+            timed.append(module)
+            return 5.0 - len(timed)
+
+    report = Report("gqa")
+    # 0.8 s: the input and one more fit; a third would end at about 0.9 s
+    cost, _ = measured_pick(pool, Measure(), report, time.monotonic() + 0.8, 1)
+    assert len(timed) == 2 and cost == 3.0 and report.stopped == "budget"
 
 
 def test_a_segmented_search_shows_each_segment_its_share_and_the_best(monkeypatch):

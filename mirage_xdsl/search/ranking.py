@@ -63,6 +63,7 @@ def pick(
     """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
     The default builds (:func:`default_builds`) are verified first and always
     in the pool beside the input, whatever the search's candidates are."""
+    started = time.monotonic()
     defaults = [
         (c.cost, c.graph)
         for c in verified(
@@ -87,9 +88,13 @@ def pick(
         (c.cost, c.graph)
         for c in verified(program, ranked, want, options, report, deadline)
     ]
+    report.phases["verify"] = time.monotonic() - started
     pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is not None:
-        return measured_pick(pool, measure, report, deadline, 1 + len(defaults))
+        started = time.monotonic()
+        best = measured_pick(pool, measure, report, deadline, 1 + len(defaults))
+        report.phases["measure"] = time.monotonic() - started
+        return best
     return min(pool, key=lambda x: (x[0], x[1].kernels))
 
 
@@ -188,8 +193,9 @@ def measured_pick(
     deadline: float = math.inf,
     always: int = 1,
 ) -> tuple[float, UGraph]:
-    """Time every candidate (the input first) and keep the fastest; past
-    ``deadline`` only the first ``always`` (the input and the default
+    """Time every candidate (the input first) and keep the fastest; once the
+    next would end past ``deadline`` (each is expected to take the mean time
+    of those before it) only the first ``always`` (the input and the default
     builds) are still timed. A measure with ``prepare`` gets every candidate
     it will time first, to compile them all at once. What a measure could
     not build or run goes to the report's ``failures``."""
@@ -203,8 +209,12 @@ def measured_pick(
     modules = [to_module(graph) for _, graph in pool]
     if prepare := getattr(measure, "prepare", None):
         prepare(modules)
+    began = time.monotonic()
     for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
-        if i >= always and time.monotonic() > deadline:
+        # a candidate takes about as long to build and time as those before it
+        # (compiling and tuning dominate): stop where the next would overrun
+        each = (time.monotonic() - began) / i if i else 0.0
+        if i >= always and time.monotonic() + each > deadline:
             report.stopped = report.stopped or "budget"
             break
         seconds = measure(module)

@@ -63,6 +63,10 @@ class Report:
     """Every timed candidate: kernels, the cost model's estimate, the measured
     time per call and backend, and its program text (what calibrating the
     cost model refits against); the chosen one has ``chosen: true``."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds spent generating (``search``), verifying the defaults and the
+    candidates (``verify``) and compiling and timing them (``measure``): where
+    a search that overran its budget spent the time."""
     failures: list[str] = field(default_factory=list)
     """One line per candidate that could not be built or run, when screened
     on random inputs or timed on the device: what failed and why. Such a
@@ -81,8 +85,15 @@ class Report:
             f"{self.verified} verified ({self.verifier or 'none'}); "
             f"kernels {self.kernels_before} -> {self.kernels_after}; "
             f"cost {self.input_cost * 1e6:.1f} us -> {self.best_cost * 1e6:.1f} us "
-            f"({speedup:.2f}x){self.measured_summary()}; {self.seconds:.1f} s{status}"
+            f"({speedup:.2f}x){self.measured_summary()}; {self.seconds:.1f} s"
+            f"{self.phase_summary()}{status}"
         )
+
+    def phase_summary(self) -> str:
+        if not self.phases:
+            return ""
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+        return f" ({parts})"
 
     def bound_summary(self) -> str:
         if not (self.bounded or self.skipped):

@@ -264,6 +264,7 @@ def superoptimize_function(
             report,
             slack(measure),
         )
+        report.phases["search"] = time.monotonic() - start
         progress.update("verifying" + (" and measuring" if measure else ""), True)
         best_cost, best = pick(
             program,
