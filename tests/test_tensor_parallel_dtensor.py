@@ -204,3 +204,25 @@ def _dtensor_shard(rank: int) -> None:
 @pytest.mark.slow  # two processes importing torch: about 20 s
 def test_dtensor_blocks_over_two_processes() -> None:
     spawn(_dtensor_shard, 2, backend="gloo")
+
+
+@pytest.mark.slow  # torchrun and two processes importing torch: about 20 s
+def test_docs_example_runs(tmp_path) -> None:
+    """docs/multigpu.md's DTensor example, as written, under torchrun."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "multigpu.md"
+    section = docs.read_text().split("## From torch: a model sharded with DTensor")[1]
+    example = re.search(r"```python\n(.*?)```", section, re.S)
+    assert example is not None
+    script = tmp_path / "dtensor_tp.py"
+    script.write_text(example.group(1))
+    run = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    done = subprocess.run(
+        [*run, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "all outputs of all 2 shards agree" in done.stdout
