@@ -260,3 +260,25 @@ def test_the_decode_layers_key_cache_is_read_in_place() -> None:
         interpreter.run(folded, xs), interpreter.run(module, xs), strict=True
     ):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.slow
+def test_the_searched_decode_layer_reads_its_key_cache_in_place() -> None:
+    """The search keeps ``k_cache.transpose(2, 3)`` between segments, read by
+    the attention's customized kernel; the Triton program reads the cache
+    transposed instead of launching a transpose kernel."""
+    torch = pytest.importorskip("torch")
+    from mirage_xdsl.torch import superoptimize
+    from mirage_xdsl.torch.models import DecodeLayer, trained
+
+    layer = trained(DecodeLayer(dim=64, heads=4, kv_heads=2, hidden=128)).half()
+    x = torch.randn(1, 1, 64).half()
+    k, v = layer.cache(1, 32)
+    with torch.no_grad():
+        found = superoptimize(
+            layer, [x, k, v], budget=6, jobs=1, cache_dir="none", measure=None
+        )
+    (t,) = _transposes(found.module)
+    assert all(isinstance(u.operation, kernel.CustomizedOp) for u in t.result.uses)
+    source = generate_triton(found.module).source
+    assert "block.transpose" not in source and "transpose [2, 3]" in source
