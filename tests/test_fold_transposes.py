@@ -282,3 +282,26 @@ def test_the_searched_decode_layer_reads_its_key_cache_in_place() -> None:
     assert all(isinstance(u.operation, kernel.CustomizedOp) for u in t.result.uses)
     source = generate_triton(found.module).source
     assert "block.transpose" not in source and "transpose [2, 3]" in source
+
+
+@pytest.mark.slow
+def test_the_benchmark_compares_both_lowerings_without_a_gpu(tmp_path: Path) -> None:
+    """``tools/bench_fold_transposes.py --dry-run``: the searched attention
+    lowers to one kernel fewer when it reads the cache in place."""
+    pytest.importorskip("torch")
+    import json
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "bench_fold_transposes.py"
+    args = ["--keys", "256", "--heads", "8", "--kv-heads", "2", "--batch", "1"]
+    subprocess.run(
+        [sys.executable, str(tool), *args, "--budget", "5", "--dry-run"]
+        + ["--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    (row,) = json.loads((tmp_path / "fold_transposes.json").read_text())
+    assert row["transposes_in_ugraph"] == 1
+    kernels = row["kernels"]
+    assert kernels["read in place"] == kernels["transpose kernel"] - 1
