@@ -140,3 +140,11 @@ def test_a_bias_on_some_or_an_input_weight_is_not_fused():
     assert kernel_ops(captured.module).count("kernel.matmul") == 3
     assert "kernel.slice" not in kernel_ops(captured.module)
     check_matches(captured, model, [x, w], torch.float32)
+
+
+def test_the_switch_captures_each_linear_on_its_own(monkeypatch):
+    monkeypatch.setenv("MIRAGE_FUSE_SIBLINGS", "0")
+    model = Heads(bias=False)
+    captured = capture_program(model, [torch.randn(3, 16)])
+    assert matmul_rhs(captured.module) == [(16, 8), (16, 24), (16, 4)]
+    assert "kernel.slice" not in kernel_ops(captured.module)

@@ -24,10 +24,14 @@ when their reaches share an op. Such a pair (the gate and up projections of
 ``silu(w1(x)) * w3(x)``) stays two matmuls, and so does every linear combined
 with any other linear of the input, fused or not: the search already fuses
 the pair and the op combining them into one kernel, since their grids match.
+
+``MIRAGE_FUSE_SIBLINGS=0`` captures every linear on its own (for comparing
+the two, as ``tools/bench_sibling_linears.py`` does, and for debugging).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,11 +112,17 @@ def fused_part(c: Converter, node: fx.Node) -> Part | None:
     """``node``'s slice of the fused projection of its siblings, made (one
     matmul, one add of the joined biases) when the first of them is
     converted; None when ``node`` is converted alone."""
-    if node not in c.fused_linears:
+    if node not in c.fused_linears and fusing_enabled():
         group = siblings(c, node)
         if len(group) >= 2:
             c.fused_linears.update(fuse(c, group))
     return c.fused_linears.get(node)
+
+
+def fusing_enabled() -> bool:
+    """Sibling linears are fused unless ``MIRAGE_FUSE_SIBLINGS`` is off."""
+    value = os.environ.get("MIRAGE_FUSE_SIBLINGS", "1").lower()
+    return value not in ("0", "off", "no", "false")
 
 
 def siblings(c: Converter, node: fx.Node) -> list[fx.Node]:
