@@ -124,9 +124,9 @@ def _linear_style(name: str, layer: nn.Linear) -> str | None:
     if pair not in _STYLES:
         weight, bias = pair
         raise MirageError(
-            f"error: '{name or type(layer).__name__}' has its weight placed {weight!r} and its bias {bias!r}: "
-            "a column-parallel layer is Shard(0), Shard(0); a row-parallel one "
-            "Shard(1), Replicate()"
+            f"error: '{name or type(layer).__name__}' has its weight placed "
+            f"{weight!r} and its bias {bias!r}: a column-parallel layer is "
+            "Shard(0), Shard(0); a row-parallel one Shard(1), Replicate()"
         )
     return _STYLES[pair]
 

@@ -59,12 +59,10 @@ def _joined(
     widths: list[int] = []
     start = 0
     while start < size:
-        span = min(size - start, (whole.shape[0] - shards * start))
-        same = (
-            first[start : start + span] == whole[shards * start : shards * start + span]
-        )
-        agree = same.reshape(span, -1).all(dim=1)
-        width = int(agree.logical_not().nonzero()[0]) if not agree.all() else span
+        span = size - start  # shard 0's piece of this segment, and the rest
+        here = whole[shards * start : shards * start + span]
+        agree = (first[start:] == here).reshape(span, -1).all(dim=1)
+        width = span if agree.all() else int(agree.logical_not().nonzero()[0])
         if width == 0:
             return None
         widths.append(width)
@@ -123,8 +121,8 @@ def output_placement(
 
 
 def _read_regrouped(value: BlockArgument, joined: Joined, shards: int) -> None:
-    """``value``'s segments, rebuilt from its shard-major layout by slices and
-    concatenations inserted before the function's first op."""
+    """Every reader of ``value`` reads its segments instead, rebuilt from its
+    shard-major layout by slices and concatenations before the first op."""
     size = sum(joined.widths)
     parts: list[kernel.SliceOp] = []
     offset = 0
