@@ -7,8 +7,8 @@ kernel per ``kernel.customized`` op (built by ``kernel_lowering.py``); each
 arguments are the inputs then the outputs as memrefs, which allocates the
 intermediates with ``memref.alloc`` and launches the kernels in order with
 ``gpu.launch_func`` (grid, block and dynamic shared memory as constants). A
-``kernel.reshape`` is no kernel: its result views its operand's buffer with
-``memref.reinterpret_cast`` (``aliases.py``).
+``kernel.reshape`` (or a contiguous ``kernel.slice``) is no kernel: its result
+views its operand's buffer with ``memref.reinterpret_cast`` (``aliases.py``).
 """
 
 from __future__ import annotations

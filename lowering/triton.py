@@ -7,7 +7,8 @@ prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
 matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
 instead of tensor cores); the autotuner keeps the faster. Device tensors
 between kernels stay in global memory, as intermediates; a ``kernel.reshape``
-is no kernel but another name for its operand's buffer (``aliases.py``).
+(or a contiguous ``kernel.slice``) is no kernel but another name for its
+operand's buffer, from an offset (``aliases.py``).
 
 ``-t triton`` prints the program as a self-contained Python module: the
 kernels, the launch plan (``BUFFERS``, ``LAUNCHES``: grids, arguments, order)
