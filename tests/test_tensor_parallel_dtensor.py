@@ -185,6 +185,16 @@ def _dtensor_shard(rank: int) -> None:
         want = [y.detach() for y in flat(plain(*xs))]
         for got, full in zip(flat(tp(*xs)), want, strict=True):
             torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+        dtensors = [
+            DTensor.from_local(
+                x, mesh, [TorchShard(p.dim) if isinstance(p, Shard) else Replicate()]
+            )
+            for x, p in zip(local, placements, strict=True)
+        ]
+        placed = from_dtensor(sharded, dtensors)  # placements read off the inputs
+        assert placed.program.inputs == tp.program.inputs
+        pairs = zip(placed.local_inputs(*dtensors), tp.local_inputs(*local))
+        assert all(torch.equal(a, b) for a, b in pairs)
         ours = ShardRunner(tp.program)(*tp.local_inputs(*local))
         theirs = flat(sharded(*local))
         for i, placement in enumerate(tp.program.outputs):

@@ -205,7 +205,9 @@ def _whole_inputs(
             p = Shard(t.dim) if isinstance(t, TorchShard) else REPLICATE
             wholes.append(_whole(x))
         elif isinstance(p, Shard):
-            local = DTensor.from_local(x, mesh, [TorchShard(p.dim)], run_check=False)
+            local = DTensor.from_local(
+                x.contiguous(), mesh, [TorchShard(p.dim)], run_check=False
+            )
             wholes.append(_whole(local))
         else:
             wholes.append(x.detach().cpu())
