@@ -11,8 +11,11 @@ kernel op reading the transpose is first given its default definition
 (``default-customize``'s partition for it), so the pass runs before
 ``default-customize`` turns the transposes themselves into copy kernels.
 
-A transpose that a function returns, that a reshape or another layout alias
-reads, or whose reader already reads a transposed view stays a kernel.
+A transpose that a function returns, that a reshape reads, or whose reader
+already reads a transposed view stays a kernel; so does one whose reader's
+tile holds less than a DRAM sector (:data:`SECTOR_BYTES`) of each source row
+it touches, short of whole rows: its loads would fetch sectors mostly to drop
+them, where the copy kernel moves whole rows.
 
 Only the Triton backend runs the pass (``lowering/triton.py``): a Triton load
 takes any strides and Triton's coalescing follows the contiguous dim of the
@@ -37,6 +40,10 @@ from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.default_customize import PARTITIONS, customize, split_matmul
 
+SECTOR_BYTES = 32
+"""What device memory moves at once: a transposed read whose tile covers less
+of a source row than this (and not the whole row) wastes most of each."""
+
 
 def _customizable(op: Operation) -> bool:
     """Whether ``default-customize`` gives ``op`` a customized kernel."""
@@ -48,12 +55,29 @@ def _customizable(op: Operation) -> bool:
     )
 
 
-def _reads_plainly(op: kernel.CustomizedOp, index: int) -> bool:
+def _whole_sectors(read: block.InputOp, dims: tuple[int, int]) -> bool:
+    """Whether ``read``'s tile, read through the swapped ``dims``, covers a
+    sector of each source row it touches, or the whole row."""
+    source = t.tensor_shape(read.source)
+    last = len(source) - 1
+    if last not in dims:
+        return True  # the rows stay the tile's rows
+    lifted = len(t.tensor_shape(read.result)) - len(source)
+    row = (dims[0] if dims[1] == last else dims[1]) + lifted  # in the view
+    extent = t.tensor_shape(read.result)[row]
+    elem_bytes = t.element_type(read.source).bitwidth // 8  # type: ignore[attr-defined]
+    return extent * elem_bytes >= SECTOR_BYTES or extent == read.viewed_shape[row]
+
+
+def _reads_plainly(op: kernel.CustomizedOp, index: int, dims: tuple[int, int]) -> bool:
     """Whether operand ``index`` of ``op`` is read only by ``block.input``
-    ops that read it untransposed."""
+    ops that read it untransposed, whose tiles read through ``dims`` would
+    cover whole sectors."""
     arg = op.entry.args[index]
     return all(
-        isinstance(u.operation, block.InputOp) and u.operation.swapped_dims is None
+        isinstance(u.operation, block.InputOp)
+        and u.operation.swapped_dims is None
+        and _whole_sectors(u.operation, dims)
         for u in arg.uses
     )
 
@@ -65,7 +89,7 @@ def _foldable(op: kernel.TransposeOp) -> bool:
     for use in uses:
         user = use.operation
         if isinstance(user, kernel.CustomizedOp):
-            if not _reads_plainly(user, use.index):
+            if not _reads_plainly(user, use.index, op.dims):
                 return False
         elif not _customizable(user):
             return False

@@ -27,19 +27,28 @@ func.func @attention(%q: tensor<1x2x4x64xf16>, %k: tensor<1x2x128x64xf16>, %v: t
 }
 
 // A bare kernel op reading the transpose gets its default kernel first, which
-// then reads the operand transposed; a window of the transposed view stays a
-// window of the view.
+// then reads the operand transposed.
 // CHECK-LABEL: func.func @scores
 // CHECK-NOT:   kernel.transpose
-// CHECK:       kernel.customized
-// CHECK:       block.input %{{.*}} transpose [2, 3] : tensor<1x2x128x64xf16>
-// CHECK:       kernel.customized
-// CHECK:       block.input %{{.*}} transpose [2, 3] window [3, 64, 128] : tensor<1x2x128x64xf16>
-func.func @scores(%q: tensor<1x2x4x64xf16>, %k: tensor<1x2x128x64xf16>) -> (tensor<1x2x4x128xf16>, tensor<1x2x64x64xf16>) {
+// CHECK:       kernel.customized(%{{.*}}, %k)
+// CHECK:       block.input %{{.*}} imap [3, 1, -1] fmap -1 transpose [2, 3] : tensor<1x2x128x64xf16> -> tensor<1x1x64x16xf16>
+func.func @scores(%q: tensor<1x2x4x64xf16>, %k: tensor<1x2x128x64xf16>) -> tensor<1x2x4x128xf16> {
   %kt = kernel.transpose %k dims 2, 3 : tensor<1x2x128x64xf16> -> tensor<1x2x64x128xf16>
   %s = kernel.matmul %q, %kt : tensor<1x2x4x64xf16>, tensor<1x2x64x128xf16> -> tensor<1x2x4x128xf16>
+  func.return %s : tensor<1x2x4x128xf16>
+}
+
+// A reader whose tile would hold 4 elements (8 bytes) of each 64-element row
+// of %k: less than a 32-byte sector, so the transpose stays a kernel (the
+// slice still gets its default kernel, reading the transpose's result).
+// CHECK-LABEL: func.func @narrow
+// CHECK:       %[[T:.*]] = kernel.transpose %k dims 2, 3
+// CHECK:       kernel.customized(%[[T]])
+// CHECK:       block.input %{{.*}} imap [2, 1, -1] fmap -1 window [3, 64, 128] : tensor<1x2x64x128xf16> -> tensor<1x1x4x64xf16>
+func.func @narrow(%k: tensor<1x2x128x64xf16>) -> tensor<1x2x64x64xf16> {
+  %kt = kernel.transpose %k dims 2, 3 : tensor<1x2x128x64xf16> -> tensor<1x2x64x128xf16>
   %w = kernel.slice %kt dim 3 start 64 end 128 : tensor<1x2x64x128xf16> -> tensor<1x2x64x64xf16>
-  func.return %s, %w : tensor<1x2x4x128xf16>, tensor<1x2x64x64xf16>
+  func.return %w : tensor<1x2x64x64xf16>
 }
 
 // A transpose the function returns, or that a reshape reads, stays a kernel.
