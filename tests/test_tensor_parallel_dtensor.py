@@ -193,7 +193,8 @@ def _dtensor_shard(rank: int) -> None:
         ]
         placed = from_dtensor(sharded, dtensors)  # placements read off the inputs
         assert placed.program.inputs == tp.program.inputs
-        pairs = zip(placed.local_inputs(*dtensors), tp.local_inputs(*local))
+        mine, theirs = placed.local_inputs(*dtensors), tp.local_inputs(*local)
+        pairs = zip(mine, theirs, strict=True)
         assert all(torch.equal(a, b) for a, b in pairs)
         ours = ShardRunner(tp.program)(*tp.local_inputs(*local))
         theirs = flat(sharded(*local))
