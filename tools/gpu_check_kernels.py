@@ -69,7 +69,15 @@ class Runner:
             self.buffers[b.name] = (check(cu.cuMemAlloc(nbytes)), nbytes, b)
         self.params = {}
         for launch in program.launches:
-            values = np.array([int(self.buffers[a][0]) for a in launch.args], np.uint64)
+            offsets = launch.offsets or (0,) * len(launch.args)
+            values = np.array(
+                [
+                    int(self.buffers[a][0])
+                    + at * np.dtype(NUMPY[self.buffers[a][2].dtype]).itemsize
+                    for a, at in zip(launch.args, offsets, strict=True)
+                ],
+                np.uint64,
+            )
             pointers = np.array(
                 [values.ctypes.data + 8 * i for i in range(len(values))], np.uint64
             )
