@@ -41,6 +41,7 @@ from mirage_xdsl.search.adapters import Pruner
 from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
+from mirage_xdsl.search.fusion import row_local
 from mirage_xdsl.search.instantiate import Plan, size_choices
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
@@ -74,6 +75,17 @@ def miniature(function: func.FuncOp, axes: L.Axes) -> func.FuncOp:
     return to_function(replace(ug, inputs=inputs))
 
 
+def block_op_bound(program: UGraph, max_ops: int) -> int:
+    """Most ops in one block graph: ``max_ops``, or, for a longer program
+    that is not row-local (a chain ``partition.py`` could not cut, such as
+    attention with a mask: ten ops), its own op count and one more, so that
+    it can still become one kernel: its online softmax folds the row sum into
+    an accumulation and accumulates the numerator beside it. A row-local
+    program has its fused build without a block search (``fusion.py``)."""
+    n = len(program.ops)
+    return max_ops if n <= max_ops or row_local(program) else n + 1
+
+
 @dataclass
 class State:
     """Kernel tensors of a prefix: records, fingerprint values, who made them."""
@@ -88,6 +100,7 @@ class Generator:
     def __init__(self, function: func.FuncOp, options: SearchOptions):
         self.options = options
         self.program = from_function(function)
+        self.max_ops = block_op_bound(self.program, options.max_ops)
         self.full_axes = L.analyse(function)
         self.mini = miniature(function, self.full_axes)
         self.axes = L.analyse(self.mini)
@@ -202,7 +215,7 @@ class Generator:
             [state.values[v] for v in layout.sources],
             choices[0],
             full,
-            self.options.max_ops,
+            self.max_ops,
             self.axes.reduced,
             deadline,
             self.axes.constants,

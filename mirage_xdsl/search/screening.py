@@ -23,6 +23,14 @@ from mirage_xdsl.search.pool import one_blas_thread
 from mirage_xdsl.search.report import Candidate, Report, failure
 from mirage_xdsl.search.ugraph import UGraph, to_module
 
+SCREEN_RANGE = (0.0, 1.0)
+"""The range screening inputs are drawn from. Non-negative, so that a sum of
+products of inputs never cancels: a 0/1 mask multiplied after ``exp`` (a
+masked softmax) drawn from [-1, 1] makes some rows' denominators sums of
+mixed signs near zero, where the same fp32 arithmetic in another order
+differs by more than the tolerance (seen at 512 keys) while a wrong
+candidate still differs by O(1) on these inputs."""
+
 
 def screen(
     graph: UGraph, inputs: Sequence[np.ndarray], refs: Sequence[np.ndarray]

@@ -26,7 +26,7 @@ from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.pool import one_blas_thread
 from mirage_xdsl.search.report import Candidate
 from mirage_xdsl.search.rules import Tensor
-from mirage_xdsl.search.screening import screen
+from mirage_xdsl.search.screening import SCREEN_RANGE, screen
 from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.task import Prefix, Task, rebased
 from mirage_xdsl.search.ugraph import UGraph
@@ -87,7 +87,7 @@ class Worker:
                 strict=True,
             )
         ]
-        self.inputs = random_inputs(self.module, options.seed)
+        self.inputs = random_inputs(self.module, options.seed, *SCREEN_RANGE)
         self.refs = float_outputs(self.module, self.inputs)
 
     def finish(self, ug: UGraph) -> tuple[float, UGraph] | None:
