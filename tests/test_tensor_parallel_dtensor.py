@@ -202,6 +202,15 @@ def _dtensor_shard(rank: int) -> None:
             mine = piece(want[i], placement, rank, 2)
             torch.testing.assert_close(ours[i], mine, rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(theirs[i].detach(), mine, rtol=1e-5, atol=1e-5)
+    plain, _, xs, _ = _cases()[0]
+    parallelize_module(plain, mesh, {"gate_proj": ColwiseParallel()})
+    with pytest.raises(
+        MirageError,
+        match=r"^error: 'gate_proj.weight' Shard\(dim=0\) do not pair column- with "
+        r"row-parallel layers as Megatron's split does: shard 0 does not run "
+        r"\(torch.export cannot trace 'GatedMLP': ",
+    ):
+        from_dtensor(plain, xs)
     uneven = nn.Sequential(nn.Linear(HIDDEN, 33), nn.Linear(33, HIDDEN))
     parallelize_module(uneven, mesh, {"0": ColwiseParallel(), "1": RowwiseParallel()})
     with pytest.raises(

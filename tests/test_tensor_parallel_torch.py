@@ -119,6 +119,13 @@ def test_plan_errors_are_one_line() -> None:
         shard_module(module, 0, 3)
     with pytest.raises(MirageError, match="'sideways' is neither"):
         shard_module(module, 0, 2, {"*up_proj": "sideways"})
+    with pytest.raises(
+        MirageError,
+        match=r"^error: GatedMLP split by the plan \{'\*down_proj': 'rowwise'\} "
+        r"does not run on shard 0: torch.export cannot trace 'GatedMLP': a and b "
+        r"must have same reduction dim",
+    ):
+        tensor_parallel(module, 2, xs, plan={"*down_proj": "rowwise"})
     module, xs, _ = attention_case()
     with pytest.raises(
         MirageError, match="cannot be split into 2 equal pieces along dim 0"

@@ -13,9 +13,10 @@ reads each parameter's placement on its device mesh and maps it to
 | ``Replicate()``, ``Replicate()`` or none | replicated |
 
 Any other parameter may be replicated, never sharded. A 2-d mesh, a
-``Partial`` placement, a dim that does not split evenly over the mesh, or a
-weight and bias placed as no Megatron layer is are refused, naming the
-parameter and its placement. The sharded module is then captured exactly as
+``Partial`` placement, a dim that does not split evenly over the mesh, a
+weight and bias placed as no Megatron layer is, or sharded layers that do
+not pair up (the split module does not run on a shard) are refused, naming
+the parameters and their placements. The sharded module is then captured exactly as
 ``tensor_parallel`` captures an unsharded one (the same program, proven equal
 to the unsharded module), from the whole tensors the ranks' pieces make.
 
@@ -45,6 +46,7 @@ from mirage_xdsl.semantics.sharding import REPLICATE, Placement, Shard
 from mirage_xdsl.torch.parallel import (
     COLWISE,
     ROWWISE,
+    PlanMismatch,
     TensorParallel,
     tensor_parallel,
 )
@@ -240,8 +242,26 @@ def from_dtensor(
             f"{len(placements)} input placements"
         )
     xs, places = _whole_inputs(example_inputs, placements, mesh)
-    tp = tensor_parallel(unsharded_copy(module), mesh.size(), xs, places, plan)
+    try:
+        tp = tensor_parallel(unsharded_copy(module), mesh.size(), xs, places, plan)
+    except PlanMismatch as e:
+        raise MirageError(
+            f"error: {_sharded_weights(module)} do not pair column- with "
+            f"row-parallel layers as Megatron's split does: shard {e.shard} "
+            f"does not run ({e.reason})"
+        ) from None
     return DTensorParallel(**vars(tp), rank=mesh.get_local_rank())
+
+
+def _sharded_weights(module: nn.Module, most: int = 4) -> str:
+    """The sharded parameters and their placements, the first ``most``."""
+    sharded = [
+        f"'{name}' {_placement_text(p)}"
+        for name, p in module.named_parameters()
+        if isinstance(p, DTensor) and isinstance(p.placements[0], TorchShard)
+    ]
+    more = len(sharded) - most
+    return ", ".join(sharded[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 __all__ = ["DTensorParallel", "dtensor_plan", "from_dtensor", "unsharded_copy"]

@@ -58,6 +58,7 @@ from mirage_xdsl.semantics.sharding import (
 )
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.function import search
+from mirage_xdsl.torch.nodes import CaptureError
 from mirage_xdsl.torch.placements import (
     Joined,
     output_placement,
@@ -105,6 +106,16 @@ def _capture_all_reduce(c: Any, node: fx.Node, x: Any, shards: int) -> Any:
 
 
 ATEN_RULES[torch.ops.mirage.all_reduce] = _capture_all_reduce
+
+
+class PlanMismatch(MirageError):
+    """A module whose shards, split by a plan, do not run: a column-parallel
+    layer whose outputs no row-parallel layer reads, say. ``shard`` is the
+    shard whose capture failed, ``reason`` why."""
+
+    def __init__(self, message: str, shard: int, reason: str):
+        super().__init__(message)
+        self.shard, self.reason = shard, reason
 
 
 class RowParallelLinear(nn.Module):
@@ -286,7 +297,16 @@ def tensor_parallel(
             raise MirageError(
                 f"error: input placements {list(map(str, placements))}: {e}"
             ) from None
-        captures.append(capture_program(shard, xs))
+        try:
+            captures.append(capture_program(shard, xs))
+        except CaptureError as e:  # the unsharded module was captured
+            reason = str(e).split("error: ", 1)[-1]
+            raise PlanMismatch(
+                f"error: {type(module).__name__} split by the plan "
+                f"{plan or LLAMA_PLAN} does not run on shard {r}: {reason}",
+                r,
+                reason,
+            ) from None
     texts = {module_text(c.module) for c in captures}
     if len(texts) != 1:
         raise MirageError(
@@ -336,6 +356,7 @@ __all__ = [
     "COLWISE",
     "LLAMA_PLAN",
     "ROWWISE",
+    "PlanMismatch",
     "RowParallelLinear",
     "TensorParallel",
     "all_reduce",
