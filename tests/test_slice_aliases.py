@@ -22,6 +22,7 @@ from test_triton import _failures, _interpret
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.cuda import generate_program
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
@@ -134,3 +135,27 @@ def test_bad_offsets_are_one_line(offsets, message) -> None:
     with pytest.raises(MirageError) as e:
         validate_program(bad)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def one_token_decoder_layer():
+    """A captured decoder layer at one token: its q, k and v are contiguous
+    slices (offsets 0, 64 and 96) of one projection, read in place."""
+    torch = pytest.importorskip("torch")
+    from mirage_xdsl.torch import capture
+    from mirage_xdsl.torch.models import DecoderLayer, trained
+
+    torch.manual_seed(0)
+    layer = trained(DecoderLayer(dim=64, heads=4, kv_heads=2, hidden=96))
+    return capture(layer, [torch.randn(1, 1, 64)])
+
+
+def test_a_captured_layer_reads_its_projections_in_place(tmp_path) -> None:
+    module = one_token_decoder_layer()
+    assert all(is_alias(op) for op in slices(module))
+    offsets = {at for k in generate_triton(module).kernels for at in k.offsets}
+    assert {64, 96} <= offsets
+    assert_emulation_matches(module, seed=1)
+    path = tmp_path / "layer.mlir"
+    path.write_text(module_text(module))
+    rows = _interpret("file", str(path))
+    assert rows and not _failures(rows)
