@@ -71,9 +71,12 @@ class DTensorParallel(TensorParallel):
 
     def local_inputs(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         """This process's program inputs from what its sharded module takes
-        (its pieces of the user's inputs, or DTensors), then its parameters."""
+        (its pieces of the user's inputs, or DTensors), then its parameters,
+        on the inputs' device."""
         local = [x.to_local() if isinstance(x, DTensor) else x for x in inputs]
-        return [*(x.contiguous() for x in local), *self.parameters[self.rank]]
+        device = local[0].device
+        params = [p.to(device) for p in self.parameters[self.rank]]
+        return [*(x.contiguous() for x in local), *params]
 
 
 def _placement_text(value: DTensor) -> str:
