@@ -107,7 +107,9 @@ def _customize_users(op: kernel.TransposeOp) -> None:
         Rewriter.replace_op(user, new, new.results)
 
 
-def _read_transposed(user: kernel.CustomizedOp, index: int, op: kernel.TransposeOp):
+def _read_transposed(
+    user: kernel.CustomizedOp, index: int, op: kernel.TransposeOp
+) -> None:
     """Make operand ``index`` of ``user`` (``op``'s result) ``op``'s operand,
     its ``block.input`` ops reading it with ``op``'s dims swapped."""
     body = user.entry
@@ -136,7 +138,7 @@ def fold_transpose(op: kernel.TransposeOp) -> bool:
     if not _foldable(op):
         return False
     _customize_users(op)
-    if not _foldable(op):  # a split-K matmul may read it through a reshape
+    if not _foldable(op):  # a default tile too narrow, or a split-K reshape
         return False
     for use in list(op.result.uses):
         assert isinstance(use.operation, kernel.CustomizedOp)
