@@ -134,6 +134,29 @@ def test_a_transposed_input_reads_the_swapped_elements() -> None:
     np.testing.assert_array_equal(got, x.T[4:12])
 
 
+def test_the_finite_field_verifier_sees_the_fold_and_the_swap() -> None:
+    """The folded attention is equivalent to the program; a square copy read
+    transposed is not the plain copy."""
+    from mirage_xdsl.verify.equivalence import equivalent
+
+    assert equivalent(_module(ATTENTION), _folded(ATTENTION), seed=1)
+    copy = """
+func.func @copy(%x: tensor<8x8xf16>) -> tensor<8x8xf16> {
+  %o = kernel.customized(%x) grid [2, 1, 1] block [128, 1, 1] forloop 1
+      : (tensor<8x8xf16>) -> tensor<8x8xf16> {
+  ^bb0(%a: tensor<8x8xf16>):
+    %t = block.input %a imap [0, -1, -1] fmap -1 SWAP: tensor<8x8xf16> -> tensor<4x8xf16>
+    block.output %t omap [0, -1, -1] : tensor<4x8xf16>
+  }
+  func.return %o : tensor<8x8xf16>
+}
+"""
+    plain = _module(copy.replace("SWAP", ""))
+    swapped = _module(copy.replace("SWAP", "transpose [0, 1] "))
+    verdict = equivalent(plain, swapped, seed=1)
+    assert not verdict and "differs" in verdict.reason
+
+
 def _transposed_reads(text: str) -> list[str]:
     """The maps, properties and types of each transposed ``block.input``."""
     return [
