@@ -17,11 +17,12 @@ layer in fp32, and µs per call timed the project's way (calls in a CUDA
 graph, L2 flushed before each, the flushes' time subtracted, the median).
 Both captures of a batch are timed in the same run, one after the other::
 
-    python tools/bench_sibling_linears.py                     # about 6 minutes
+    python tools/bench_sibling_linears.py                     # about 5 minutes
     python tools/bench_sibling_linears.py --no-search         # about 1 minute
     python tools/bench_sibling_linears.py --dry-run           # no GPU: launches
 
-Writes ``sibling_linears.json`` to ``--out`` (default: the current directory).
+Writes ``sibling_linears.json`` and ``sibling_linears.md`` (the table it
+prints) to ``--out`` (default: the current directory).
 """
 
 from __future__ import annotations
@@ -116,6 +117,26 @@ def run_batch(batch: int, args) -> list[dict]:
     return rows
 
 
+def markdown(rows: list[dict]) -> str:
+    """One line per batch and form: launches, error and µs of each build."""
+
+    def cell(m: dict | None) -> str:
+        if m is None:
+            return "skipped"
+        return f"{m['us']:.1f} µs, {m['launches']} launches, {m['rel_l2_vs_fp32']:.1e}"
+
+    lines = [
+        "| batch | q/k/v | matmuls | default | search |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['batch']} | {r['form']} | {r['matmuls']} "
+            f"| {cell(r['default'])} | {cell(r.get('search'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def dry_run(args) -> int:
     """Capture both forms on the CPU and count their default launches."""
     for batch in args.batches:
@@ -136,7 +157,7 @@ def parse_args(argv):
         "--batches", type=lambda s: [int(v) for v in s.split(",")], default=[1, 8]
     )
     p.add_argument("--keys", type=int, default=512)
-    p.add_argument("--search-budget", type=float, default=60.0)
+    p.add_argument("--search-budget", type=float, default=45.0)
     p.add_argument("--no-search", action="store_true")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--out", type=Path, default=Path("."))
@@ -153,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for batch in args.batches for row in run_batch(batch, args)]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sibling_linears.json").write_text(json.dumps(rows, indent=1))
+    table = markdown(rows)
+    (args.out / "sibling_linears.md").write_text(table)
+    print(table)
     return 0
 
 
