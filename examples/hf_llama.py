@@ -8,7 +8,10 @@ then times one decode step (one token) of each method: eager,
 ``torch.compile`` (default and max-autotune, without inductor's own CUDA
 graphs, since the step is captured in one here), and mirage; and prints the
 floor: the bytes a step must read (every weight once and the whole static
-cache) over the copy bandwidth measured in the same run.
+cache) over the copy bandwidth measured in the same run. The KV-cache write
+stays torch between µGraphs (``StaticCache.update``: position arithmetic and
+two ``index_copy_`` per layer); its cost per token is timed alone on a cache
+of the model's shapes and printed beside the steps.
 
 How a step is timed (as ``tools/bench.py`` times a call): the step captured
 in a CUDA graph (plain calls if it cannot be captured, said so), warm-up
@@ -113,15 +116,23 @@ class Decoder:
 
 def time_step(decoder: Decoder, reps: int, warmup: int) -> tuple[float, bool]:
     """Median µs of one decode step, and whether it ran as a CUDA graph."""
+    return time_replays(decoder.step, reps, warmup)
+
+
+def time_replays(
+    call: Callable[[], None], reps: int, warmup: int
+) -> tuple[float, bool]:
+    """Median µs of ``call`` captured in a CUDA graph (plain calls if it
+    cannot be captured), L2 flushed before each, and whether it was a graph."""
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     with torch.no_grad():
         try:
             from mirage_xdsl.runtime.timer import capture_graph
 
-            run, graph = capture_graph(decoder.step, warmup=3).replay, True
+            run, graph = capture_graph(call, warmup=3).replay, True
         except Exception:
             torch.cuda.synchronize()
-            run, graph = decoder.step, False
+            run, graph = call, False
         for _ in range(warmup):
             run()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -135,6 +146,43 @@ def time_step(decoder: Decoder, reps: int, warmup: int) -> tuple[float, bool]:
     return statistics.median(
         s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True)
     ), graph
+
+
+def cache_write_us(
+    model: LlamaForCausalLM, cache_len: int, reps: int
+) -> dict[str, float]:
+    """What a decode step's KV-cache write costs when it stays torch between
+    µGraphs: µs of one token's ``StaticCache.update`` for every layer (the
+    position arithmetic and both ``index_copy_``), and of the ``index_copy_``
+    calls alone, on a cache of the model's shapes, each timed as a step is."""
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    dtype, device = next(model.parameters()).dtype, model.device
+    cache = StaticCache(config=c, max_cache_len=cache_len)
+    new = [
+        torch.randn(1, c.num_key_value_heads, 1, head_dim, dtype=dtype, device=device)
+        for _ in range(2)
+    ]
+    layers = range(c.num_hidden_layers)
+    with torch.no_grad():
+        kv = [cache.update(*new, i) for i in layers]  # allocates the cache
+    position = torch.tensor([cache_len // 2], device=device)
+
+    def update() -> None:  # advances the cache by one token per call
+        for i in layers:
+            cache.update(*new, i)
+
+    def copies() -> None:
+        for k, v in kv:
+            k.index_copy_(2, position, new[0])
+            v.index_copy_(2, position, new[1])
+
+    # each run of update() writes one token further: its warm-up and timed
+    # replays (reps + 8) stay inside the cache, as main's --cache-len check says
+    return {
+        "update": time_replays(update, reps, warmup=5)[0],
+        "index_copy_": time_replays(copies, reps, warmup=5)[0],
+    }
 
 
 def copy_bandwidth() -> float:
@@ -282,6 +330,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {'floor':14s} {floor:9.1f} µs/token  (weights + cache over copy bandwidth)"
         )
+        write = cache_write_us(model, args.cache_len, args.reps)
+        layers = model.config.num_hidden_layers
+        print(
+            f"\nKV-cache write of one token ({layers} layers, K and V), a torch op "
+            "between µGraphs:"
+        )
+        for what, us in write.items():
+            shares = ", ".join(f"{us / t:.1%} of {n}" for n, t, _ in rows)
+            print(f"  {what:14s} {us:9.1f} µs/token  ({shares})")
     return 0
 
 

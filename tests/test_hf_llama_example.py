@@ -1,0 +1,60 @@
+"""examples/hf_llama.py: the decode example runs on CPU, and its KV-cache
+write measurement times what transformers' StaticCache does per token."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+
+
+def test_small_model_decodes_on_cpu(capsys) -> None:
+    import hf_llama
+
+    argv = ["--small", "--methods", "eager", "--device", "cpu", "--steps", "4"]
+    assert hf_llama.main(argv) == 0
+    assert "eager          generated 4 tokens" in capsys.readouterr().out
+
+
+def test_cache_write_runs_each_layers_update_and_copies(monkeypatch) -> None:
+    """Each timed call writes one token into every layer's K and V: the
+    update at the next position, the copies at the middle of the cache."""
+    import hf_llama
+
+    calls: list[int] = []
+
+    def replays(call, reps: int, warmup: int) -> tuple[float, bool]:
+        for _ in range(reps + 8):  # as many runs as the CUDA-graph timer makes
+            call()
+        calls.append(reps + 8)
+        return 1.0, True
+
+    monkeypatch.setattr(hf_llama, "time_replays", replays)
+    torch.manual_seed(0)
+    model = hf_llama.LlamaForCausalLM(hf_llama.llama_config(True)).eval()
+    seen: list[torch.Tensor] = []
+    real = torch.Tensor.index_copy_
+
+    def index_copy_(self, dim, index, source):
+        seen.append(index.clone())
+        return real(self, dim, index, source)
+
+    monkeypatch.setattr(torch.Tensor, "index_copy_", index_copy_)
+    write = hf_llama.cache_write_us(model, 64, reps=10)
+    assert write == {"update": 1.0, "index_copy_": 1.0} and calls == [18, 18]
+    layers = model.config.num_hidden_layers
+    per_call = 2 * layers
+    first, updates, copies = (
+        seen[:per_call],
+        seen[per_call : per_call * 19],
+        seen[per_call * 19 :],
+    )
+    assert [int(i) for i in first] == [0] * per_call  # the cache allocated
+    assert [int(i) for i in updates[::per_call]] == list(range(1, 19))
+    assert len(copies) == 18 * per_call and {int(i) for i in copies} == {32}
