@@ -10,10 +10,12 @@ instantiation is screened on random float inputs. The result is a
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from xdsl.dialects import func
 
 from mirage_xdsl.search import cost_model
@@ -66,7 +68,6 @@ class Worker:
     def __init__(self, text: str, options: SearchOptions, limit: Limit | None = None):
         from mirage_xdsl.ir.context import make_context
         from mirage_xdsl.ir.diagnostics import parse
-        from mirage_xdsl.semantics.inputs import random_inputs
 
         self.module = parse(make_context(), text, "<search>")
         self.function = next(
@@ -87,8 +88,17 @@ class Worker:
                 strict=True,
             )
         ]
-        self.inputs = random_inputs(self.module, options.seed, *SCREEN_RANGE)
-        self.refs = float_outputs(self.module, self.inputs)
+
+    @functools.cached_property
+    def screening(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The screening inputs and the program's outputs on them, computed
+        on the first screen: at full shapes the reference takes seconds (20 s
+        for attention over 2048 tokens), and the main process of a search
+        run by a pool never screens."""
+        from mirage_xdsl.semantics.inputs import random_inputs
+
+        inputs = random_inputs(self.module, self.options.seed, *SCREEN_RANGE)
+        return inputs, float_outputs(self.module, inputs)
 
     def finish(self, ug: UGraph) -> tuple[float, UGraph] | None:
         optimized = optimize(ug, self.options.blockdims)
@@ -120,7 +130,7 @@ class Worker:
                 self.finish,
             )
             if best:
-                screened, failed = screen(best[0][1], self.inputs, self.refs)
+                screened, failed = screen(best[0][1], *self.screening)
                 failures += [failed] if failed else []
                 found += [
                     Candidate(cost, ug, screened) for cost, ug in size_variants(best)
