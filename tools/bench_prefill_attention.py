@@ -126,14 +126,10 @@ def shape_of(module) -> dict:
 
 def fused(shape: dict) -> bool:
     """One kernel with a for-loop over the keys and the online softmax."""
-    (only,) = shape["customized"] or [None]
-    return (
-        shape["kernels"] == 1
-        and only is not None
-        and only["forloop"] > 1
-        and only["reduce_max"]
-        and only["shifted_accums"] == 2
-    )
+    if shape["kernels"] != 1 or len(shape["customized"]) != 1:
+        return False
+    (only,) = shape["customized"]
+    return only["forloop"] > 1 and only["reduce_max"] and only["shifted_accums"] == 2
 
 
 # --- timing --------------------------------------------------------------------
