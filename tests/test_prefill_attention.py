@@ -186,8 +186,8 @@ def test_flash_attention_pick_compiles_and_runs_in_tritons_interpreter(
 @pytest.mark.slow
 def test_causal_prefill_at_llama_shape() -> None:
     """Llama-3.2-1B's 32 query heads over 8 key heads of 64, 512 tokens: one
-    kernel looping over key tiles (about 4 minutes here, most of it the
-    verifier at full shape)."""
+    kernel looping over key tiles (about 80 s on a two-core machine, most
+    of it screening and verifying at full shape)."""
     found, _ = _search(512, 32, 8, 64, budget=120.0)
     _flash_attention(found.module, 512)
 
