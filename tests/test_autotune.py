@@ -73,7 +73,7 @@ def test_a_kernel_compiled_ahead_is_not_compiled_again(monkeypatch) -> None:
         return _binary(f"k_w{config.num_warps}")
 
     monkeypatch.setattr(autotune, "_compile_one", fake_compile)
-    monkeypatch.setattr(autotune.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 1)
     monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
     sig = ("*fp16",)
     first = autotune.compile_all(
