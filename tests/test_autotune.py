@@ -100,7 +100,7 @@ def test_a_kernel_compiled_ahead_is_not_compiled_again(monkeypatch) -> None:
 
 def test_the_record_keeps_only_the_most_recent(monkeypatch) -> None:
     monkeypatch.setattr(autotune, "_compile_one", lambda job: _binary("k"))
-    monkeypatch.setattr(autotune.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 1)
     monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
     monkeypatch.setattr(autotune, "REMEMBERED", 3)
     for i in range(5):
