@@ -15,7 +15,7 @@
 // CHECK:      tl.sum(tl.expand_dims(
 // CHECK:      BUFFERS = [
 // CHECK:      LAUNCHES = [
-// CHECK-NEXT: {"kernels": ['rmsnorm_linear_k0', 'rmsnorm_linear_k0_fma'], "grid": [64, 1, 1], "args": ['input0', 'input1', 'output0']},
+// CHECK-NEXT: {"kernels": ['rmsnorm_linear_k0', 'rmsnorm_linear_k0_fma'], "grid": [64, 1, 1], "args": ['input0', 'input1', 'output0'], "offsets": [0, 0, 0]},
 // CHECK:      def run(*inputs):
 
 // A plain program goes through default-customize first: one kernel per op,

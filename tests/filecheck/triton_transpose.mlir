@@ -26,8 +26,8 @@
 // CHECK-NEXT: {"name": "tmp0", "shape": [12, 20, 3], "dtype": "f16", "kind": "intermediate", "index": -1},
 // CHECK-NEXT: ]
 // CHECK:      LAUNCHES = [
-// CHECK-NEXT: {"kernels": ['heads_k0'], "grid": [1, 1, 1], "args": ['input0', 'tmp0']},
-// CHECK-NEXT: {"kernels": ['heads_k1'], "grid": [{{[0-9]+}}, 1, 1], "args": ['tmp0', 'output0']},
+// CHECK-NEXT: {"kernels": ['heads_k0'], "grid": [1, 1, 1], "args": ['input0', 'tmp0'], "offsets": [0, 0]},
+// CHECK-NEXT: {"kernels": ['heads_k1'], "grid": [{{[0-9]+}}, 1, 1], "args": ['tmp0', 'output0'], "offsets": [0, 0]},
 // CHECK-NEXT: ]
 
 func.func @heads(%x: tensor<3x20x12xf16>) -> tensor<12x60xf16> {
