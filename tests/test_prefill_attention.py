@@ -222,3 +222,18 @@ def test_bench_tool_plain_form_and_table() -> None:
     assert "| mirage | 320.0 | 640.0 |" in table
     assert "| sdpa cudnn | error: RuntimeError: no |" in table
     assert "- T = 64: 1 kernel(s), grid 8x1x1, for-loop 4; fused" in table
+
+
+def test_slow_verdicts_on_a_gpu_stay_in_the_main_process(monkeypatch) -> None:
+    """Forked verifier workers cannot use the GPU: a slow verdict on it (full
+    shapes) keeps the rest there instead of moving them to the CPU."""
+    from test_search import search
+
+    from mirage_xdsl.search import screening
+
+    monkeypatch.setattr(screening, "PARALLEL_VERDICT_SECONDS", 0.0)
+    monkeypatch.setattr(screening, "gpu_arithmetic", lambda: object())
+    pools: list[int] = []
+    monkeypatch.setattr(screening, "verifier_pool", lambda n: pools.append(n))
+    report = search("gated_mlp", jobs=2)[1].report
+    assert pools == [] and report.verified >= 2

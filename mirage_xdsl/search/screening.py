@@ -22,6 +22,7 @@ from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.pool import one_blas_thread
 from mirage_xdsl.search.report import Candidate, Report, failure
 from mirage_xdsl.search.ugraph import UGraph, to_module
+from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
 
 SCREEN_RANGE = (0.0, 1.0)
 """The range screening inputs are drawn from. Non-negative, so that a sum of
@@ -63,14 +64,18 @@ def verified(
     accepted by ``deadline`` (no wave starts after it).
 
     Verdicts are taken in rank order, so the answer is the same as verifying
-    one by one. When one verdict takes long (full shapes, many blocks) and
-    there are cores to spare, the rest are verified in waves across forked
-    worker processes. Forked, not spawned: a spawned process re-runs the
+    one by one. When one verdict takes long (full shapes, many blocks), there
+    are cores to spare and no GPU runs the verdicts, the rest are verified in
+    waves across forked worker processes. Forked, not spawned: a spawned process re-runs the
     user's main script, which need not guard its call to the search. The
     search's own worker pool is closed (and its threads joined) by then."""
     from mirage_xdsl.ir.printing import module_text
 
     program_text = module_text(program)
+    # verdicts on the GPU stay here: forked workers could only take them to
+    # the CPU, many times slower at full shapes (minutes per verdict for
+    # attention over 2048 tokens)
+    on_gpu = gpu_arithmetic() is not None
     out: list[Candidate] = []
     position = 0
     executor = None
@@ -100,7 +105,7 @@ def verified(
                     report.rejected += 1
             slow = time.monotonic() - started > PARALLEL_VERDICT_SECONDS
             workers = min(options.workers(), want - len(out), len(ranked) - position)
-            if executor is None and slow and workers > 1:
+            if executor is None and slow and workers > 1 and not on_gpu:
                 executor = verifier_pool(workers)
     finally:
         if executor is not None:
