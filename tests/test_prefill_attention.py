@@ -237,3 +237,24 @@ def test_slow_verdicts_on_a_gpu_stay_in_the_main_process(monkeypatch) -> None:
     monkeypatch.setattr(screening, "verifier_pool", lambda n: pools.append(n))
     report = search("gated_mlp", jobs=2)[1].report
     assert pools == [] and report.verified >= 2
+
+
+def test_bench_tool_times_the_pick_first_and_skips_past_its_limit(
+    monkeypatch,
+) -> None:
+    import math
+    import time
+
+    import bench_prefill_attention as bench
+
+    _, xs = _captured(2, 1, 16, 16)
+    xs = [x.float() for x in xs]
+    monkeypatch.setattr(bench, "torch_methods", lambda: {"eager math": None})
+    monkeypatch.setattr(bench, "timed", lambda fn, xs, want: float(len(xs)))
+    cases = [bench.Case(xs, "pick", {"tokens": t, "us": {}}) for t in (16, 32)]
+    bench.time_all(cases, math.inf)
+    assert [list(c.row["us"].items()) for c in cases] == [
+        [("mirage", 3.0), ("eager math", 3.0)]
+    ] * 2
+    bench.time_all(cases, time.monotonic())
+    assert {u for c in cases for u in c.row["us"].values()} == {"skipped (--limit)"}

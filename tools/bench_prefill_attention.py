@@ -22,7 +22,7 @@ each, the flushes' own time subtracted, the median). Without a GPU (or with
 ``--dry-run``) only the search runs, ranked by the cost model::
 
     python tools/bench_prefill_attention.py [--tokens 512,2048] [--budget 180]
-        [--dry-run] [--out DIR]
+        [--limit 330] [--dry-run] [--out DIR]
 
 ``--budget`` is the search's seconds over all token counts, shared in
 proportion to the tokens: the search's own exploration runs on a 64-token
@@ -32,7 +32,10 @@ and the reference computed once per worker (about 20 s at 2048). On the H100
 with 16 cores: the searches (36 s and 144 s by default, plus the last
 verification and measurement under way when the budget ends), then a minute
 or two of compiling (max-autotune tunes the plain form's matmuls) and
-timing; under 6 minutes in all. Writes ``prefill_attention.json``,
+timing, the picks first and max-autotune last; a method that would start
+after ``--limit`` seconds of the run is reported as skipped, so the run
+ends within about 6 minutes. Search results are cached on disk
+(``$MIRAGE_CACHE_DIR``): a second run spends its time on torch's methods. Writes ``prefill_attention.json``,
 ``prefill_attention.md`` and each pick's µGraph
 (``prefill_attention_T<tokens>.mlir``) to ``--out`` (default ``$OUT``).
 """
@@ -46,7 +49,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -161,7 +166,7 @@ def timed(fn: Callable, xs: list[torch.Tensor], want: torch.Tensor) -> float | s
 def torch_methods() -> dict[str, Callable]:
     """SDPA on each backend, the plain form, both compiled, and the plain
     form with max-autotune (on SDPA, inductor calls the flash kernel as is:
-    nothing to tune)."""
+    nothing to tune); cheapest to build first."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def on(backend) -> Callable:
@@ -185,10 +190,20 @@ def torch_methods() -> dict[str, Callable]:
     }
 
 
-# --- one token count -------------------------------------------------------------
+# --- the run ---------------------------------------------------------------------
 
 
-def bench(args: argparse.Namespace, tokens: int, budget: float, gpu: bool) -> dict:
+@dataclass
+class Case:
+    """One token count: its inputs, the search's pick, the report's row."""
+
+    xs: list[torch.Tensor]
+    found: Any
+    row: dict
+
+
+def searched(args: argparse.Namespace, tokens: int, budget: float, gpu: bool) -> Case:
+    """The search's pick for ``tokens`` tokens (measured on the GPU)."""
     from mirage_xdsl.torch import superoptimize
 
     xs = inputs(args, tokens, "cuda" if gpu else "cpu")
@@ -202,17 +217,29 @@ def bench(args: argparse.Namespace, tokens: int, budget: float, gpu: bool) -> di
         "found": shape,
         "fused": fused(shape),
         "reports": [r.summary() for r in found.reports],
+        "us": {},
     }
     (args.out / f"prefill_attention_T{tokens}.mlir").write_text(str(found.module))
     print(json.dumps(row), flush=True)
-    if gpu:
+    return Case(xs, found, row)
+
+
+def time_all(cases: list[Case], deadline: float) -> None:
+    """The pick of each case, then each torch method over the cases, the
+    cheapest to build first; what starts after ``deadline`` is skipped."""
+    methods = {"mirage": None, **torch_methods()}
+    wants = []
+    for case in cases:
         with torch.no_grad():
-            want = prefill(*[x.float() for x in xs])
-        row["us"] = {"mirage": timed(found, xs, want)}
-        for name, fn in torch_methods().items():
-            row["us"][name] = timed(fn, xs, want)
-            print(json.dumps({"tokens": tokens, name: row["us"][name]}), flush=True)
-    return row
+            wants.append(prefill(*[x.float() for x in case.xs]))
+    for name, fn in methods.items():
+        for case, want in zip(cases, wants, strict=True):
+            if time.monotonic() > deadline:
+                got: float | str = "skipped (--limit)"
+            else:
+                got = timed(fn or case.found, case.xs, want)
+            case.row["us"][name] = got
+            print(json.dumps({"tokens": case.row["tokens"], name: got}), flush=True)
 
 
 def markdown(args: argparse.Namespace, rows: list[dict]) -> str:
@@ -262,13 +289,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--out", type=Path, default=Path(os.environ.get("OUT", "prefill-attention-out"))
     )
+    p.add_argument(
+        "--limit",
+        type=float,
+        default=330.0,
+        help="seconds of the whole run after which no method starts (skipped)",
+    )
     args = p.parse_args(argv)
+    start = time.monotonic()
     if args.heads % args.kv_heads:
         p.error(f"--heads {args.heads} is not a multiple of --kv-heads {args.kv_heads}")
     gpu = torch.cuda.is_available() and not args.dry_run
     args.out.mkdir(parents=True, exist_ok=True)
     total = sum(args.tokens)
-    rows = [bench(args, t, args.budget * t / total, gpu) for t in args.tokens]
+    cases = [searched(args, t, args.budget * t / total, gpu) for t in args.tokens]
+    if gpu:
+        time_all(cases, start + args.limit)
+    rows = [c.row for c in cases]
     (args.out / "prefill_attention.json").write_text(json.dumps(rows, indent=1))
     if gpu:
         table = markdown(args, rows)
