@@ -265,7 +265,11 @@ def markdown(args: argparse.Namespace, rows: list[dict]) -> str:
             f"grid {'x'.join(map(str, k['grid']))}, for-loop {k['forloop']}"
             for k in r["found"]["customized"]
         )
-        verdict = "fused (online softmax over key tiles)" if r["fused"] else "not fused"
+        verdict = (
+            "fused (online softmax over key tiles)"
+            if r["fused"]
+            else "not one kernel looping over key tiles"
+        )
         lines.append(
             f"- T = {r['tokens']}: {r['found']['kernels']} kernel(s), {kernels}; "
             f"{verdict}; search {r['search_s']} s"
