@@ -22,7 +22,7 @@ each, the flushes' own time subtracted, the median). Without a GPU (or with
 ``--dry-run``) only the search runs, ranked by the cost model::
 
     python tools/bench_prefill_attention.py [--tokens 512,2048] [--budget 180]
-        [--limit 330] [--dry-run] [--out DIR]
+        [--limit 300] [--dry-run] [--out DIR]
 
 ``--budget`` is the search's seconds over all token counts, shared in
 proportion to the tokens: the search's own exploration runs on a 64-token
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--limit",
         type=float,
-        default=330.0,
+        default=300.0,
         help="seconds of the whole run after which no method starts (skipped)",
     )
     args = p.parse_args(argv)
