@@ -115,15 +115,29 @@ class KernelPrinter(MatmulPrinter):
         ]
         if window is not None and window[1]:  # a window starts inside its dim
             starts[window[0] + lifted_by].append(str(window[1]))
-        strides = list(row_major_strides((1,) * lifted_by + source))
-        if op.swapped_dims is not None:  # the view's dims a, b are b, a in memory
+        strides = tuple(row_major_strides((1,) * lifted_by + source))
+        order = list(range(len(full)))
+        if op.swapped_dims is not None:
+            # the view's dims a, b are b, a in memory: load the tile in memory
+            # order (whole runs of the contiguous dim, as vectors) and permute
+            # it in registers
             a, b = (d + lifted_by for d in op.swapped_dims)
-            strides[a], strides[b] = strides[b], strides[a]
-        offsets = tile_offsets(full, padded, starts, tuple(strides))
-        mask = valid_mask(real, padded)
+            order[a], order[b] = order[b], order[a]
+        memory = [order[d] for d in range(len(full))]
+        offsets = tile_offsets(
+            tuple(full[d] for d in memory),
+            tuple(padded[d] for d in memory),
+            [starts[d] for d in memory],
+            strides,
+        )
+        mask = valid_mask(
+            tuple(real[d] for d in memory), tuple(padded[d] for d in memory)
+        )
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"
         load += f", mask={mask}, other=0.0)" if mask else ")"
+        if order != sorted(order):
+            load = f"tl.permute({load}, {tuple(order)})"
         phase = self.phases[op.result]
         name = self.fresh("x")
         self.emit(

@@ -243,15 +243,19 @@ func.func @twice(%k: tensor<4x8xf16>) -> tensor<4x8xf16> {
 @needs_triton
 @pytest.mark.parametrize("name", sorted(READS))
 def test_triton_reads_the_operand_transposed_and_compiles(name: str) -> None:
-    """No transpose kernel: the load's strides are the source's, swapped
-    (the keys' stride 64 along the view's last dim); every form compiles for
-    sm_90."""
+    """No transpose kernel: the tile is loaded in the source's memory order
+    (whole runs of its contiguous dim) and permuted in registers; every form
+    compiles for sm_90."""
     module = _module(READS[name])
     source = generate_triton(module).source
     assert "block.transpose" not in source and " transpose [" in source
     if name == "attention":
         assert source.count("@triton.jit") == 2  # one kernel, dot and fma forms
-        assert "tl.arange(0, 64)[None, None, :, None] + (it * 32 + " in source
+        # read in memory order (the head dim contiguous), permuted after
+        assert (
+            "(it * 32 + tl.arange(0, 32)[None, None, :, None]) * 64 + "
+            "tl.arange(0, 64)[None, None, None, :]), (0, 1, 3, 2))" in source
+        )
     for compiled in _compile_all_forms(module):
         _check_compiled(compiled)
 
