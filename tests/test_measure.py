@@ -76,7 +76,7 @@ def test_a_backend_that_cannot_build_is_reported_by_the_measure(monkeypatch) -> 
 
     monkeypatch.setattr(api, "compile", fake_compile)
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
-    gpu = measure.GpuMeasure(_timer=FakeTimer())
+    gpu = measure.GpuMeasure(backends=measure.BACKENDS, _timer=FakeTimer())
     assert gpu(object()) == pytest.approx(5.0e-6)
     described = gpu.describe()
     assert described["backend"] == "triton"
@@ -210,3 +210,12 @@ def test_a_timing_that_waited_for_another_process_says_so(monkeypatch) -> None:
     plain = measure.GpuMeasure(backends=("triton",), _timer=FakeTimer())
     plain(object())
     assert "retried" not in plain.describe()
+
+
+def test_by_default_the_measure_times_the_backend_programs_run_with(monkeypatch):
+    from mirage_xdsl.runtime import api
+
+    monkeypatch.setattr(api, "triton_installed", lambda: True)
+    assert measure.GpuMeasure().backends == ("triton",)
+    monkeypatch.setattr(api, "triton_installed", lambda: False)
+    assert measure.GpuMeasure().backends == ("cuda",)
