@@ -166,3 +166,39 @@ def test_a_segmented_search_shows_each_segment_its_share_and_the_best(monkeypatc
         assert shown, lines
         assert any("% of the budget" in x for x in shown)
     assert any("best " in x and " us" in x for x in lines)
+
+
+def test_a_measured_search_covers_the_cost_models_space_first(monkeypatch):
+    """With a GPU deciding, the search first runs with the cost model's bound
+    on part of the time, then with the wider slack on the rest; a first pass
+    the budget stopped is all there is."""
+    from mirage_xdsl.search import superoptimizer
+    from mirage_xdsl.search.budget import Stop
+    from mirage_xdsl.search.progress import Progress
+    from mirage_xdsl.search.report import Report
+
+    calls: list[tuple[float, float]] = []
+
+    def fake_search(text, options, deadline, stop, progress, report, slack=1.0):
+        calls.append((round(deadline - time.monotonic()), slack))
+        report.stopped = stopping
+        return [f"pass {len(calls)}"]
+
+    monkeypatch.setattr(superoptimizer, "_search", fake_search)
+    stopping = ""
+    found = superoptimizer._generate(
+        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 2.0
+    )
+    assert found == ["pass 1", "pass 2"]
+    assert calls == [(50, 1.0), (100, 2.0)]
+    calls.clear()
+    stopping = "budget"
+    found = superoptimizer._generate(
+        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 2.0
+    )
+    assert found == ["pass 1"] and calls == [(50, 1.0)]
+    calls.clear()
+    superoptimizer._generate(
+        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 1.0
+    )
+    assert calls == [(100, 1.0)]
