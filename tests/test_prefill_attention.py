@@ -155,9 +155,7 @@ def test_flash_attention_pick_compiles_and_runs_in_tritons_interpreter(
     """Both backends take the pick: its CUDA C compiles (where NVRTC is
     installed), and its Triton kernel, run by Triton's CPU interpreter,
     agrees with ours."""
-    import json
-    import os
-    import subprocess
+    from test_triton import _interpret
 
     from mirage_xdsl.lowering import nvrtc
     from mirage_xdsl.lowering.cuda import generate_program
@@ -168,17 +166,7 @@ def test_flash_attention_pick_compiles_and_runs_in_tritons_interpreter(
     pytest.importorskip("triton")
     path = tmp_path / "found.mlir"
     path.write_text(str(found.module))
-    script = Path(__file__).parent / "triton_interpret.py"
-    run = subprocess.run(
-        [sys.executable, str(script), "file", str(path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        timeout=600,
-    )
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line]
-    assert lines, run.stderr[-2000:]
-    for line in lines:
+    for line in _interpret("file", str(path)):
         assert "error" not in line, line
         assert max(line["errors"]) < 1e-2, line
 
