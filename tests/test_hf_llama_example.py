@@ -14,11 +14,25 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
 
-def test_small_model_decodes_on_cpu(capsys) -> None:
+@pytest.fixture
+def mirage_logger():
+    """The example's main() sets the level and a filter of the project's
+    logger, as a script does: restored after, so later tests see every line."""
+    import logging
+
+    log = logging.getLogger("mirage_xdsl.torch")
+    level, filters = log.level, list(log.filters)
+    yield log
+    log.setLevel(level)
+    log.filters[:] = filters
+
+
+def test_small_model_decodes_on_cpu(capsys, mirage_logger) -> None:
     import hf_llama
 
     argv = ["--small", "--methods", "eager", "--device", "cpu", "--steps", "4"]
     assert hf_llama.main(argv) == 0
+    assert mirage_logger.filters  # what the fixture undoes
     assert "eager          generated 4 tokens" in capsys.readouterr().out
 
 
