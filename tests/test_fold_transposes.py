@@ -261,7 +261,10 @@ def test_triton_reads_the_operand_transposed_and_compiles(name: str) -> None:
 
 
 @needs_triton
-@pytest.mark.parametrize("name", sorted(READS))
+@pytest.mark.parametrize(
+    "name",
+    [n if n == "attention" else pytest.param(n, marks=pytest.mark.slow) for n in READS],
+)
 def test_triton_interpreter_runs_the_folded_program_right(
     name: str, tmp_path: Path
 ) -> None:

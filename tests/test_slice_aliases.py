@@ -50,6 +50,7 @@ def test_cuda_with_offsets_compiles() -> None:
     check_program(generate_program(projection()))
 
 
+@pytest.mark.slow
 def test_interpreted_triton_matches_interpreter() -> None:
     rows = _interpret("slices", "0")
     assert {r["case"] for r in rows} == {f"slices {n}" for n in NAMES}
