@@ -22,6 +22,7 @@ from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.search.report import Report
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.nodes import DTYPES
+from mirage_xdsl.torch.views import returned_views, take
 
 
 class MirageFunction:
@@ -34,7 +35,11 @@ class MirageFunction:
         reports: Sequence[Report] = (),
     ):
         self.captured = captured
-        self.module = module if module is not None else captured.module
+        self.module, self._outputs = returned_views(
+            module if module is not None else captured.module
+        )
+        """The program that runs: a returned slice of a kernel's result is
+        returned whole and sliced in torch (``views.py``)."""
         self.reports = list(reports)
         """What the search did, one report per function or segment searched
         (``Report.function`` names it: ``forward_s2`` is segment 2)."""
@@ -48,7 +53,7 @@ class MirageFunction:
             outs = self._run_compiled(args)
         else:
             outs = self._run_interpreted(args)
-        return tree_unflatten(list(outs), self.captured.out_spec)
+        return tree_unflatten(take(outs, self._outputs), self.captured.out_spec)
 
     def _device(self, inputs: Sequence[torch.Tensor]) -> torch.device:
         devices = {x.device for x in inputs if isinstance(x, torch.Tensor)}
