@@ -39,11 +39,19 @@ def is_alias(op: Operation) -> bool:
     return isinstance(op, t.TensorOp) and op.KIND == "reshape"
 
 
+ALIGN_BYTES = 16
+"""Where an alias may start: the Triton backend declares every pointer it
+passes 16-byte aligned (``tt.divisibility``, so loads can be vectorised), and
+an alias is passed as its buffer's pointer plus its offset."""
+
+
 def is_contiguous_slice(op: kernel.SliceOp) -> bool:
     """Whether ``op``'s window is one contiguous range of its operand's
-    row-major buffer: every dim before the sliced one has size 1."""
+    row-major buffer (every dim before the sliced one has size 1) that starts
+    :data:`ALIGN_BYTES`-aligned, as its operand does."""
     dim = op.window[0]
-    return prod(t.tensor_shape(op.input)[:dim]) == 1
+    bytes_in = alias_offset(op) * t.element_type(op.input).bitwidth // 8  # type: ignore[attr-defined]
+    return prod(t.tensor_shape(op.input)[:dim]) == 1 and bytes_in % ALIGN_BYTES == 0
 
 
 def _returned(value: SSAValue) -> bool:
