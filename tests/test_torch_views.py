@@ -64,3 +64,18 @@ def test_a_decode_layer_returns_its_new_key_and_value_as_views():
     ref_out, ref_k, ref_v = layer(x, k_cache, v_cache)
     for got, want in ((out, ref_out), (k, ref_k), (v, ref_v)):
         torch.testing.assert_close(got, want.detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_view_passed_back_in_is_taken_like_any_tensor():
+    """A returned view (here non-contiguous, as at batch 8) may be an input
+    again: it is made dense for the kernels, as torch ops accept views."""
+    from mirage_xdsl.torch.function import dense
+
+    y = torch.arange(48.0).reshape(4, 12)
+    view = y[:, 4:8]
+    assert not view.is_contiguous()
+    out = dense(view)
+    assert out.is_contiguous() and torch.equal(out, view)
+    assert dense(y) is y  # nothing copied when nothing needs it
+    unaligned = torch.arange(16.0)[1:9]  # contiguous, 4 bytes in
+    assert dense(unaligned).data_ptr() % 16 == 0

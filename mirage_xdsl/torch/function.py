@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_unflatten
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.lowering.aliases import ALIGN_BYTES
 from mirage_xdsl.search.report import Report
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.nodes import DTYPES
@@ -47,7 +48,7 @@ class MirageFunction:
         self._parameters: dict[torch.device, list[torch.Tensor]] = {}
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        args = [*inputs, *self._parameters_on(self._device(inputs))]
+        args = [*map(dense, inputs), *self._parameters_on(self._device(inputs))]
         self._check(args)
         if args[0].is_cuda:
             outs = self._run_compiled(args)
@@ -108,6 +109,17 @@ class MirageFunction:
             torch.from_numpy(np.require(y, requirements=["C", "W"])).to(dtype)
             for y in run(self.module, arrays)
         ]
+
+
+def dense(x: Any) -> Any:
+    """``x`` as the kernels take it: contiguous and 16-byte aligned, copied
+    only where it is not (a view, such as a returned slice, is accepted as
+    torch ops accept it)."""
+    if isinstance(x, torch.Tensor) and (
+        not x.is_contiguous() or x.data_ptr() % ALIGN_BYTES
+    ):
+        return x.clone(memory_format=torch.contiguous_format)
+    return x
 
 
 def search(module: ModuleOp, **options: Any) -> ModuleOp:
