@@ -170,9 +170,9 @@ def test_a_segmented_search_shows_each_segment_its_share_and_the_best(monkeypatc
 
 
 def test_a_measured_search_covers_the_cost_models_space_first(monkeypatch):
-    """With a GPU deciding, the search first runs with the cost model's bound
-    on part of the time, then with the wider slack on the rest; a first pass
-    the budget stopped is all there is."""
+    """With a GPU deciding, the search first runs with the cost model's bound,
+    then, with the time left, with the wider slack; a first pass the budget
+    stopped is all there is."""
     from mirage_xdsl.search import superoptimizer
     from mirage_xdsl.search.budget import Stop
     from mirage_xdsl.search.progress import Progress
@@ -185,21 +185,20 @@ def test_a_measured_search_covers_the_cost_models_space_first(monkeypatch):
         report.stopped = stopping
         return [f"pass {len(calls)}"]
 
+    def generate(slack):
+        deadline = time.monotonic() + 100
+        report = Report("f")
+        return superoptimizer._generate(
+            "", None, deadline, Stop(), Progress(), report, slack
+        )
+
     monkeypatch.setattr(superoptimizer, "_search", fake_search)
     stopping = ""
-    found = superoptimizer._generate(
-        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 2.0
-    )
-    assert found == ["pass 1", "pass 2"]
-    assert calls == [(50, 1.0), (100, 2.0)]
+    assert generate(2.0) == ["pass 1", "pass 2"]
+    assert calls == [(100, 1.0), (100, 2.0)]
     calls.clear()
     stopping = "budget"
-    found = superoptimizer._generate(
-        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 2.0
-    )
-    assert found == ["pass 1"] and calls == [(50, 1.0)]
+    assert generate(2.0) == ["pass 1"] and calls == [(100, 1.0)]
     calls.clear()
-    superoptimizer._generate(
-        "", None, time.monotonic() + 100, Stop(), Progress(), Report("f"), 1.0
-    )
-    assert calls == [(100, 1.0)]
+    stopping = ""
+    assert generate(1.0) == ["pass 1"] and calls == [(100, 1.0)]
