@@ -22,6 +22,12 @@ from mirage_xdsl.search.dispatch import executing
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
 from mirage_xdsl.search.progress import Progress
+from mirage_xdsl.search.prologue import (
+    Prologue,
+    ProloguedMeasure,
+    prologue_of,
+    restricted,
+)
 from mirage_xdsl.search.squeeze import squeeze
 from mirage_xdsl.search.superoptimizer import (
     Measure,
@@ -111,7 +117,8 @@ def _by_segments(
     found = []
     for i, segment in enumerate(segments):
         search = _Segment(i, len(segments), shares, options, measure, cache_dir)
-        found.append(search.run(segment.function, progress, log, reports))
+        prologue = prologue_of(segment.inputs)
+        found.append(search.run(segment.function, progress, log, reports, prologue))
     progress.close()
     return stitch(fn, pieces, found)
 
@@ -154,16 +161,21 @@ class _Segment:
         progress: Progress,
         log: TextIO | None,
         reports: list[Report],
+        prologue: Prologue | None = None,
     ) -> func.FuncOp:
         """The segment searched; if nothing beats its input and it has
         stages, the stages searched one by one on the rest of its share, and
         whichever of the two is faster kept (so the result is never slower
-        than the segment's own search, whose pool holds the default builds)."""
+        than the segment's own search, whose pool holds the default builds).
+        A GPU times each behind the input transposes in front of it
+        (``prologue.py``)."""
         stages = partition(fn, self.options.segment_ops, by_stage=True)
         staged = len(stages) > 1
         share = self.shares.share(self.index)
         end = time.monotonic() + share
-        outcome = self._search(fn, share * (WHOLE_FIRST if staged else 1.0), progress)
+        outcome = self._search(
+            fn, share * (WHOLE_FIRST if staged else 1.0), progress, prologue
+        )
         _record(outcome.report, log, reports)
         if not staged or _improved(outcome.report):
             return outcome.function
@@ -177,7 +189,12 @@ class _Segment:
         for i, piece in enumerate(stages):
             assert isinstance(piece, Segment)
             left = max(end - time.monotonic(), MIN_SECONDS)
-            stage = self._search(piece.function, left / (len(stages) - i), progress)
+            stage = self._search(
+                piece.function,
+                left / (len(stages) - i),
+                progress,
+                restricted(prologue, piece.inputs),
+            )
             _record(stage.report, log, reports)
             found.append(stage.function)
             total += _time_of(stage.report)
@@ -185,7 +202,16 @@ class _Segment:
             return outcome.function
         return stitch(fn, stages, found)
 
-    def _search(self, fn: func.FuncOp, budget: float, progress: Progress):
+    def _search(
+        self,
+        fn: func.FuncOp,
+        budget: float,
+        progress: Progress,
+        prologue: Prologue | None = None,
+    ):
+        measure = self.measure
+        if measure is not None and prologue is not None:
+            measure = ProloguedMeasure(measure, prologue)
         progress.stage = (
             f"segment {self.index + 1}/{self.count} @{fn.sym_name.data} "
             f"({budget:.1f} s, {self.shares.weights[self.index]:.0%} of the budget)"
@@ -193,7 +219,7 @@ class _Segment:
         return superoptimize_function(
             fn,
             replace(self.options, budget=budget),
-            self.measure,
+            measure,
             self.cache_dir,
             progress,
         )
