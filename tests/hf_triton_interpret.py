@@ -54,7 +54,10 @@ def inputs(part, rng) -> list[np.ndarray]:
         else:
             x = 0.5 * rng.standard_normal(tuple(val.shape)).astype(np.float32)
         xs.append(x)
-    transposes = [np.ascontiguousarray(xs[i].T) for i in part.transposed]
+    transposes = [
+        np.ascontiguousarray(np.concatenate([xs[i].T for i in group], axis=1))
+        for group in part.transposed
+    ]
     return xs + transposes + [t.float().numpy() for t in part.captured.parameters]
 
 

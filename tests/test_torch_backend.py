@@ -266,3 +266,45 @@ def test_grouped_heads_with_masks_match_torch(mask_shape):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+class Projections(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(16, 16, bias=False)
+        self.k = torch.nn.Linear(16, 8, bias=False)
+        self.v = torch.nn.Linear(16, 8, bias=False)
+
+    def forward(self, x):
+        return torch.relu(self.q(x)), self.k(x) * 2.0, self.v(x)
+
+
+def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
+    monkeypatch,
+):
+    """The weights arrive as graph inputs: the part takes their transposes
+    side by side as one input of its own, copied once."""
+    from mirage_xdsl.torch import part as parts
+    from mirage_xdsl.torch import partition
+
+    made = []
+    convert = parts.convert_graph
+
+    def recorded(sub):
+        made.append(convert(sub))
+        return made[-1]
+
+    monkeypatch.setattr(partition, "convert_graph", recorded)
+    torch.manual_seed(0)
+    model, x = Projections(), torch.randn(2, 3, 16)
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad():
+        got, want = compiled(x), model(x)
+        again = compiled(x)  # the joined copy is kept, and still right
+    for g, a, w in zip(got, again, want, strict=True):
+        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(a, w)
+    ((captured, _, transposed),) = made
+    text = str(captured.module)
+    assert text.count("kernel.matmul") == 1 and len(transposed) == 1
+    assert len(transposed[0]) == 3  # q, k and v's weights, side by side

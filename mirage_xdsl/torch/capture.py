@@ -234,6 +234,24 @@ class Converter:
         self.parameters.append(tensor)
         return self.graph.new_input(tuple(tensor.shape), self.dtype)
 
+    def joinable(self, weight: Any, bias: Any) -> bool:
+        """A 2-d parameter weight, and no bias or a parameter of one element
+        per output: joined at capture, copying nothing at run time."""
+        w = self.env.get(weight) if isinstance(weight, fx.Node) else None
+        if not isinstance(w, Parameter) or w.tensor.dim() != 2:
+            return False
+        if bias is None:
+            return True
+        b = self.env.get(bias) if isinstance(bias, fx.Node) else None
+        return isinstance(b, Parameter) and tuple(b.tensor.shape) == (
+            w.tensor.shape[0],
+        )
+
+    def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
+        """The parameters' transposes, concatenated once at capture."""
+        tensors = [self.env[w].tensor.t() for w in weights]  # type: ignore[union-attr]
+        return self.constant(torch.cat(tensors, dim=1))
+
     def transposed(self, node: fx.Node) -> SSAValue:
         """The transpose of a 2-d value (an ``nn.Linear`` weight that is an
         input): ``kernel.transpose``."""

@@ -10,7 +10,9 @@ A linear layer's ``[out, in]`` weight reaches a part as an input (Dynamo lifts
 parameters); a ``kernel.transpose`` of it would copy every weight on every
 call. The part's program takes the ``[in, out]`` transpose as an input of its
 own instead, and :class:`MiragePart` makes that copy once and keeps it while
-the weight is unchanged (same storage, same version counter).
+the weight is unchanged (same storage, same version counter). Sibling linears
+of one input (q, k and v: ``rules/siblings.py``) share one such input, their
+weights' transposes side by side, so they are one matmul.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.torch.capture import Captured, Converter
-from mirage_xdsl.torch.nodes import DTYPES, aten, node_shape, torch_dtype
+from mirage_xdsl.torch.nodes import DTYPES, node_shape, torch_dtype
+from mirage_xdsl.torch.rules.siblings import (
+    fusing_enabled,
+    linear_operands,
+    siblings,
+)
+from mirage_xdsl.torch.rules.siblings import (
+    is_linear as node_is_linear,
+)
 
 log = logging.getLogger("mirage_xdsl.torch")
 
@@ -58,15 +68,19 @@ class Part:
     results: tuple[fx.Node, ...]
     """The part's nodes the rest of the graph reads, in output order."""
 
-    transposed: list[int]
-    """The inputs whose transposes follow the part's inputs as program inputs."""
+    transposed: list[tuple[int, ...]]
+    """Per transposed input following the part's inputs as program inputs,
+    the inputs whose transposes it holds side by side (one, or sibling
+    linears' weights)."""
 
     def computes(self) -> bool:
         """Whether the program does any work beyond moving no data."""
         return any(o.source == "program" for o in self.outputs)
 
 
-def convert_graph(sub: fx.GraphModule) -> tuple[Captured, list[Output], list[int]]:
+def convert_graph(
+    sub: fx.GraphModule,
+) -> tuple[Captured, list[Output], list[tuple[int, ...]]]:
     """A self-contained ATen graph as a program, its output plan and the
     inputs whose transposes the program takes. Its placeholders are the
     inputs, all of the compute dtype (its first 16-bit float input's, else
@@ -108,28 +122,56 @@ def _argument_output(
     constant made at capture; never a transpose, which only a matmul reads)."""
     if index < inputs:
         return Output("input", index, shape)
-    return Output("constant", index - inputs - len(converter.transposes), shape)
+    return Output("constant", index - inputs - len(converter.transposed_indices), shape)
 
 
 class PartConverter(Converter):
     """The converter of a part: a 2-d input that is a linear layer's weight
-    also gets its transpose as an input (bound after the part's inputs)."""
+    also gets its transpose as an input (bound after the part's inputs), and
+    sibling linears of one input (``rules/siblings.py``: q, k and v) get one
+    input holding their weights' transposes side by side."""
 
     def bind_inputs(self) -> None:
         super().bind_inputs()
         placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
-        self.transposes: dict[fx.Node, SSAValue] = {}
-        self.transposed_indices: list[int] = []
-        for node in self.fx_graph.nodes:
-            weight = node.args[1] if node.target == aten.linear.default else None
-            if weight in placeholders and weight not in self.transposes:
-                out, inner = node_shape(weight)
-                self.transposes[weight] = self.graph.new_input((inner, out), self.dtype)
-                self.transposed_indices.append(placeholders.index(weight))
+        self.placeholders = placeholders
+        self.transposes: dict[tuple[fx.Node, ...], SSAValue] = {}
+        self.transposed_indices: list[tuple[int, ...]] = []
+        """Per transposed input, in order: the part inputs it is made of."""
+        linears = [n for n in self.fx_graph.nodes if node_is_linear(n)]
+        grouped: set[fx.Node] = set()
+        for node in linears if fusing_enabled() else []:
+            group = [] if node in grouped else siblings(self, node)
+            if len(group) >= 2:
+                grouped.update(group)
+                self._bind([linear_operands(u)[1] for u in group])
+        for node in linears:
+            weight = linear_operands(node)[1]
+            if node not in grouped and weight in placeholders:
+                self._bind([weight])
+
+    def _bind(self, weights: list[fx.Node]) -> None:
+        key = tuple(weights)
+        if key in self.transposes:
+            return
+        inner = node_shape(weights[0])[1]
+        out = sum(node_shape(w)[0] for w in weights)
+        self.transposes[key] = self.graph.new_input((inner, out), self.dtype)
+        self.transposed_indices.append(
+            tuple(self.placeholders.index(w) for w in weights)
+        )
+
+    def joinable(self, weight: Any, bias: Any) -> bool:
+        """A weight input, with no bias (a bias input would need joining on
+        every call)."""
+        return weight in self.placeholders and bias is None
+
+    def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
+        return self.transposes[tuple(weights)]
 
     def transposed(self, node: fx.Node) -> SSAValue:
-        if node in self.transposes:
-            return self.transposes[node]
+        if (node,) in self.transposes:
+            return self.transposes[(node,)]
         return super().transposed(node)
 
 
@@ -180,7 +222,7 @@ class MiragePart(torch.nn.Module):
         self.output_dtypes = [n.meta["val"].dtype for n in part.results]
         self.constants = part.captured.parameters
         self.transposed = part.transposed
-        self.copies: dict[int, tuple[Any, torch.Tensor]] = {}
+        self.copies: dict[tuple[int, ...], tuple[Any, torch.Tensor]] = {}
         self.name = part.name
         self.fallback = part.graph_module
         self.state = "first"
@@ -222,13 +264,19 @@ class MiragePart(torch.nn.Module):
             out.append(y.to(dtype))
         return tuple(out)
 
-    def _transpose(self, inputs: tuple[torch.Tensor, ...], i: int) -> torch.Tensor:
-        """Input ``i`` transposed, copied once while it is unchanged."""
-        x = inputs[i]
-        key = (x.data_ptr(), x._version, tuple(x.shape), x.dtype, x.device)
-        kept = self.copies.get(i)
+    def _transpose(
+        self, inputs: tuple[torch.Tensor, ...], group: tuple[int, ...]
+    ) -> torch.Tensor:
+        """The transposes of the inputs of ``group`` side by side, copied once
+        while they are unchanged."""
+        xs = [inputs[i] for i in group]
+        key = [
+            (x.data_ptr(), x._version, tuple(x.shape), x.dtype, x.device) for x in xs
+        ]
+        kept = self.copies.get(group)
         if kept is None or kept[0] != key:
-            dtype = self.input_dtypes[len(inputs) + self.transposed.index(i)]
-            kept = (key, x.detach().to(dtype).t().contiguous())
-            self.copies[i] = kept
+            dtype = self.input_dtypes[len(inputs) + self.transposed.index(group)]
+            copy = torch.cat([x.detach().to(dtype).t() for x in xs], dim=1)
+            kept = (key, copy.contiguous())
+            self.copies[group] = kept
         return kept[1]

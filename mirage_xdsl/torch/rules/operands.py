@@ -106,6 +106,15 @@ class Converter(Protocol):
         """The transpose of a 2-d value."""
         ...
 
+    def joinable(self, weight: Any, bias: Any) -> bool:
+        """Whether a linear with this weight and bias may join a fused
+        projection (``rules/siblings.py``)."""
+        ...
+
+    def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
+        """The ``[in, sum of out]`` transposes of ``weights``, side by side."""
+        ...
+
 
 Rule = Callable[..., Value]
 

@@ -11,9 +11,11 @@ lowering reads in place (``lowering/aliases.py``).
 
 The *siblings* of an ``aten.linear`` are the ``aten.linear`` ops whose input
 is the same node, whose weights are module parameters (transposed once at
-capture, so concatenating them copies nothing at run time) of the same
-``in_features``, and whose biases are all None or all parameters. They are
-fused when at least two remain after this test:
+capture, so concatenating them copies nothing at run time; or, in a part of
+a ``torch.compile`` graph, weight inputs, whose joined transpose the part
+takes as an input of its own and copies once) of the same ``in_features``,
+and whose biases are all None or all parameters. They are fused when at
+least two remain after this test:
 
 **Combined element-wise.** A sibling's *element-wise reach* is every
 element-wise op (:data:`ELEMENTWISE`) its result flows into through
@@ -146,19 +148,17 @@ def siblings(c: Converter, node: fx.Node) -> list[fx.Node]:
 
 
 def fusable(c: Converter, node: fx.Node, x: fx.Node) -> bool:
-    """Whether ``node`` may join a fused projection: its weight a 2-d
-    parameter reading ``x``'s last dim, its bias None or a parameter of
-    one element per output."""
+    """Whether ``node`` may join a fused projection: a 2-d weight reading
+    ``x``'s last dim that the converter can join (:meth:`Converter.joinable`:
+    a module parameter at capture; a part's weight input whose joined
+    transpose it takes as an input of its own, ``torch/part.py``)."""
     _, w, b = linear_operands(node)
-    weight = parameter_of(c, w)
-    if weight is None or weight.dim() != 2 or len(node_shape(x)) < 2:
+    if not isinstance(w, fx.Node) or len(node_shape(x)) < 2:
         return False
-    if weight.shape[1] != node_shape(x)[-1]:
-        return False
-    if b is None:
-        return True
-    bias = parameter_of(c, b)
-    return bias is not None and tuple(bias.shape) == (weight.shape[0],)
+    shape = node_shape(w)
+    return (
+        len(shape) == 2 and shape[1] == node_shape(x)[-1] and c.joinable(w, b)
+    )
 
 
 def elementwise_reach(node: fx.Node) -> set[fx.Node]:
@@ -185,16 +185,16 @@ def fuse(c: Converter, group: list[fx.Node]) -> dict[fx.Node, Part]:
     """One matmul of the shared input by the joined transposed weights (and
     one add of the joined biases); each linear's columns of it."""
     x = linear_operands(group[0])[0]
-    weights = [parameter_of(c, linear_operands(u)[1]) for u in group]
-    joined = torch.cat([w.t() for w in weights], dim=1)  # type: ignore[union-attr]
-    y = c.graph.matmul(c.value(x), c.constant(joined))
-    if linear_operands(group[0])[2] is not None:
-        biases = [parameter_of(c, linear_operands(u)[2]) for u in group]
-        y = c.graph.add(y, c.constant(torch.cat(biases)))  # type: ignore[arg-type]
+    weights = [linear_operands(u)[1] for u in group]
+    biases = [linear_operands(u)[2] for u in group]
+    y = c.graph.matmul(c.value(x), c.joined(weights, biases))
+    if biases[0] is not None:
+        tensors = [parameter_of(c, b) for b in biases]
+        y = c.graph.add(y, c.constant(torch.cat(tensors)))  # type: ignore[arg-type]
     parts: dict[fx.Node, Part] = {}
     start = 0
     for u, w in zip(group, weights, strict=True):
-        end = start + w.shape[0]  # type: ignore[union-attr]
+        end = start + node_shape(w)[0]
         parts[u] = Part(y, start, end)
         start = end
     return parts
