@@ -59,6 +59,7 @@ from mirage_xdsl.torch.rules import (
     Value,
     materialise_expand,
 )
+from mirage_xdsl.torch.rules.operands import parameter_of
 from mirage_xdsl.torch.rules.siblings import Part
 from mirage_xdsl.torch.trace import export, program_name
 
@@ -237,19 +238,15 @@ class Converter:
     def joinable(self, weight: Any, bias: Any) -> bool:
         """A 2-d parameter weight, and no bias or a parameter of one element
         per output: joined at capture, copying nothing at run time."""
-        w = self.env.get(weight) if isinstance(weight, fx.Node) else None
-        if not isinstance(w, Parameter) or w.tensor.dim() != 2:
+        w = parameter_of(self, weight)
+        if w is None or w.dim() != 2:
             return False
-        if bias is None:
-            return True
-        b = self.env.get(bias) if isinstance(bias, fx.Node) else None
-        return isinstance(b, Parameter) and tuple(b.tensor.shape) == (
-            w.tensor.shape[0],
-        )
+        b = parameter_of(self, bias)
+        return bias is None or (b is not None and tuple(b.shape) == (w.shape[0],))
 
     def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
         """The parameters' transposes, concatenated once at capture."""
-        tensors = [self.env[w].tensor.t() for w in weights]  # type: ignore[union-attr]
+        tensors = [parameter_of(self, w).t() for w in weights]  # type: ignore[union-attr]
         return self.constant(torch.cat(tensors, dim=1))
 
     def transposed(self, node: fx.Node) -> SSAValue:
