@@ -86,3 +86,27 @@ def test_the_key_names_the_prologue():
     assert wrapped.key == "fake:transposed-inputs[1:0-1]"
     with pytest.raises(AttributeError):
         wrapped.describe  # noqa: B018 (the wrapped measure has none)
+
+
+def test_what_prepare_compiled_is_what_is_timed():
+    """The measure gets the same prologued module in ``prepare`` and when it
+    times it, so a compile ahead is not wasted."""
+    fn = entry_function(scores_program())
+    (segment,) = [p for p in partition(fn, 9) if isinstance(p, Segment)]
+    seen: list[object] = []
+
+    class Inner(Recording):
+        def prepare(self, modules):
+            seen.extend(modules)
+
+        def __call__(self, module):
+            seen.append(module)
+            return 1.0
+
+    from xdsl.dialects.builtin import ModuleOp
+
+    wrapped = ProloguedMeasure(Inner(), prologue_of(segment.inputs))
+    module = ModuleOp([segment.function.clone()])
+    wrapped.prepare([module])
+    wrapped(module)
+    assert len(seen) == 2 and seen[0] is seen[1]
