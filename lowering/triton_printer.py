@@ -123,16 +123,15 @@ class KernelPrinter(MatmulPrinter):
             # it in registers
             a, b = (d + lifted_by for d in op.swapped_dims)
             order[a], order[b] = order[b], order[a]
-        memory = [order[d] for d in range(len(full))]
+        # the tile in memory order: a swap is its own inverse
+        in_memory = tuple(padded[d] for d in order)
         offsets = tile_offsets(
-            tuple(full[d] for d in memory),
-            tuple(padded[d] for d in memory),
-            [starts[d] for d in memory],
+            tuple(full[d] for d in order),
+            in_memory,
+            [starts[d] for d in order],
             strides,
         )
-        mask = valid_mask(
-            tuple(real[d] for d in memory), tuple(padded[d] for d in memory)
-        )
+        mask = valid_mask(tuple(real[d] for d in order), in_memory)
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"
         load += f", mask={mask}, other=0.0)" if mask else ")"
