@@ -17,9 +17,13 @@ INTERPRET = {"cpu": "interpret", "superoptimize": False}
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
+    from mirage_xdsl.torch import backend
+
     torch._dynamo.reset()
+    backend._SEARCHED.clear()
     yield
     torch._dynamo.reset()
+    backend._SEARCHED.clear()
 
 
 def inputs(seed=0):
@@ -203,6 +207,39 @@ def test_search_options_reach_the_search(caplog, monkeypatch):
     ]
 
 
+def test_parts_of_one_program_are_searched_once(caplog, monkeypatch):
+    """Layers that compute the same (here, the same function on either side
+    of a graph break) are one program, searched once and run by each part."""
+    from mirage_xdsl.torch import backend
+
+    searches = []
+    search = backend.search
+
+    def recorded(module, **options):
+        searches.append(module)
+        return search(module, **options)
+
+    monkeypatch.setattr(backend, "search", recorded)
+
+    def layer(x, w):
+        return torch.exp(x @ w)
+
+    def two_layers(x, w1, w2):
+        y = layer(x, w1)
+        torch._dynamo.graph_break()
+        return layer(y, w2)
+
+    x, w1 = inputs(4)
+    w2 = inputs(5)[1]
+    options = {"cpu": "interpret", "budget": 1, "cache_dir": "none"}
+    compiled = torch.compile(two_layers, backend="mirage", options=options)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(x, w1, w2)
+    torch.testing.assert_close(out, two_layers(x, w1, w2), rtol=1e-4, atol=1e-5)
+    assert len(searches) == 1
+    assert any("searched already" in r.message for r in caplog.records)
+
+
 def masked_attention(q, k, v, mask):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -308,3 +345,25 @@ def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
     text = str(captured.module)
     assert text.count("kernel.matmul") == 1 and len(transposed) == 1
     assert len(transposed[0]) == 3  # q, k and v's weights, side by side
+
+
+def test_functions_of_one_program_share_one_build(monkeypatch):
+    """Each layer's MirageFunction of the same program text runs one compiled
+    program; a different program gets its own."""
+    from mirage_xdsl.torch import function
+
+    builds = []
+    monkeypatch.setattr(function, "_COMPILED", {})
+    monkeypatch.setattr(
+        mirage_xdsl,
+        "compile",
+        lambda module: builds.append(module) or object(),
+        raising=False,
+    )
+    a = superoptimize(lambda x, w: torch.exp(x @ w), inputs(0), budget=0)
+    b = superoptimize(lambda x, w: torch.exp(x @ w), inputs(1), budget=0)
+    c = superoptimize(lambda x, w: torch.sqrt(x @ w), inputs(1), budget=0)
+    first = function.compiled_program(a.module)
+    assert function.compiled_program(b.module) is first
+    assert function.compiled_program(c.module) is not first
+    assert len(builds) == 2

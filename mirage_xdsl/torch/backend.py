@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function
@@ -96,13 +97,23 @@ def mirage_backend(
     return program
 
 
+_SEARCHED: dict[tuple[str, str], ModuleOp] = {}
+"""Searched programs by part name (a digest of the captured program) and
+search options: a model's layers are parts of one program, searched once."""
+
+
 def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
     """The callable of one µGraph: searched unless the options say not (or
     the search fails, which the log says in one line)."""
     module = part.captured.module
     if opts.superoptimize:
+        name = entry_function(module).sym_name.data
+        key = (name, repr(sorted(opts.search.items())))
+        if key in _SEARCHED:
+            log.info("mirage: %s is @%s, searched already", part.name, name)
+            return MirageFunction(part.captured, _SEARCHED[key])
         try:
-            module = search(module, **opts.search)
+            module = _SEARCHED[key] = search(module, **opts.search)
         except Exception as e:
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             log.warning(

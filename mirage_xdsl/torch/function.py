@@ -89,14 +89,7 @@ class MirageFunction:
 
     def _run_compiled(self, args: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
         if self._compiled is None:
-            import mirage_xdsl
-
-            compile_module = getattr(mirage_xdsl, "compile", None)
-            if compile_module is None:
-                raise MirageError(
-                    "error: this installation has no GPU runtime (mirage_xdsl.compile)"
-                )
-            self._compiled = compile_module(self.module)
+            self._compiled = compiled_program(self.module)
         outs = self._compiled(*args)
         return [outs] if isinstance(outs, torch.Tensor) else list(outs)
 
@@ -109,6 +102,28 @@ class MirageFunction:
             torch.from_numpy(np.require(y, requirements=["C", "W"])).to(dtype)
             for y in run(self.module, arrays)
         ]
+
+
+_COMPILED: dict[str, Callable[..., Any]] = {}
+"""Compiled programs by their text: functions of the same program (a model's
+layers, each its own part) share one build. A compiled program allocates its
+outputs per call, so sharing it shares no results."""
+
+
+def compiled_program(module: ModuleOp) -> Callable[..., Any]:
+    """``mirage_xdsl.compile(module)``, built once per program text."""
+    import mirage_xdsl
+    from mirage_xdsl.ir.printing import module_text
+
+    compile_module = getattr(mirage_xdsl, "compile", None)
+    if compile_module is None:
+        raise MirageError(
+            "error: this installation has no GPU runtime (mirage_xdsl.compile)"
+        )
+    key = module_text(module)
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_module(module)
+    return _COMPILED[key]
 
 
 def dense(x: Any) -> Any:
