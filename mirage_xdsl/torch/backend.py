@@ -17,6 +17,13 @@ Options (``torch.compile(..., backend="mirage", options={...})``):
 - ``cpu``: ``"eager"`` (default: CPU graphs run as torch) or ``"interpret"``
   (µGraphs on CPU tensors run in the interpreter, exact and slow: the whole
   path without a GPU);
+- ``glue``: how the torch ops between µGraphs run: ``"inductor"`` (default
+  for CUDA graphs) compiles them with Inductor, fusing the index math and
+  cache writes around the µGraphs, each µGraph an opaque ``mirage::part`` op
+  (:mod:`mirage_xdsl.torch.glue`); ``"eager"`` (default for CPU graphs, whose
+  Inductor build needs a C++ compiler and takes seconds) runs them one torch
+  kernel each. A graph Inductor fails on runs its glue eagerly, with one
+  warning line;
 - anything else (``budget`` in seconds, ``max_ops``, ...) is passed to
   :func:`mirage_xdsl.superoptimize` for each µGraph.
 
@@ -39,6 +46,7 @@ from xdsl.dialects.builtin import ModuleOp
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.function import MirageFunction, search
+from mirage_xdsl.torch.glue import GLUE_MODES, compile_glue
 from mirage_xdsl.torch.nodes import op_name
 from mirage_xdsl.torch.partition import Account, Part, fuse, partition
 from mirage_xdsl.torch.trace import export, is_library, node_location
@@ -54,6 +62,9 @@ _graphs = itertools.count()
 class BackendOptions:
     superoptimize: bool = True
     cpu: str = "eager"
+    glue: str | None = None
+    """``inductor`` or ``eager``; None: inductor for CUDA graphs, eager for
+    CPU ones."""
     search: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
@@ -66,7 +77,17 @@ class BackendOptions:
                 f"error: backend option 'cpu' must be one of {list(CPU_MODES)}, "
                 f"got {cpu!r}"
             )
-        return BackendOptions(bool(superoptimize), cpu, options)
+        glue = options.pop("glue", None)
+        if glue is not None and glue not in GLUE_MODES:
+            raise MirageError(
+                f"error: backend option 'glue' must be one of {list(GLUE_MODES)}, "
+                f"got {glue!r}"
+            )
+        return BackendOptions(bool(superoptimize), cpu, glue, options)
+
+    def glue_for(self, cuda: bool) -> str:
+        """How the torch ops between µGraphs run for a graph."""
+        return self.glue or ("inductor" if cuda else "eager")
 
 
 def mirage_backend(
@@ -78,7 +99,8 @@ def mirage_backend(
     opts = BackendOptions.parse(options)
     graph = next(_graphs)
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
-    if not all(x.is_cuda for x in tensors) and opts.cpu == "eager":
+    cuda = all(x.is_cuda for x in tensors)
+    if not cuda and opts.cpu == "eager":
         log.info(
             "mirage: graph %d runs as torch: CPU graph (options cpu='interpret')", graph
         )
@@ -94,6 +116,8 @@ def mirage_backend(
     account = partition(program)
     fuse(program, account.parts, lambda part: _runner(part, opts))
     report(graph, account)
+    if opts.glue_for(cuda) == "inductor":
+        return compile_glue(program, example_inputs, graph)
     return program
 
 

@@ -215,7 +215,10 @@ class MiragePart(torch.nn.Module):
         super().__init__()
         from mirage_xdsl.semantics.interpreter import entry_function
 
-        types = entry_function(part.captured.module).function_type.inputs.data
+        function = entry_function(part.captured.module)
+        types = function.function_type.inputs.data
+        self.program = function.sym_name.data
+        self.device = part.results[0].meta["val"].device
         self.run = run
         self.input_dtypes = [torch_dtype(t.element_type) for t in types]  # type: ignore[attr-defined]
         self.outputs = part.outputs
@@ -227,6 +230,9 @@ class MiragePart(torch.nn.Module):
         self.fallback = part.graph_module
         self.state = "first"
         """``first`` until the first call, then ``mirage`` or ``torch``."""
+        self.computed = computed_outputs(part.outputs)
+        """The outputs the part makes (not views of its inputs, nor a second
+        view of one result): what :meth:`compute` returns."""
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.state == "mirage":
@@ -244,6 +250,18 @@ class MiragePart(torch.nn.Module):
             return tuple(self.fallback(*inputs))
         self.state = "mirage"
         return out
+
+    def compute(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        """The :attr:`computed` outputs of a call, falling back as ``forward``
+        does; each contiguous and sharing no storage with an input or a
+        constant."""
+        out = self.forward(*inputs)
+        return [
+            out[i].clone()
+            if self.outputs[i].source == "constant"
+            else _fresh(out[i].contiguous(), inputs)
+            for i in self.computed
+        ]
 
     def _mirage(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
@@ -280,3 +298,25 @@ class MiragePart(torch.nn.Module):
             kept = (key, copy.contiguous())
             self.copies[group] = kept
         return kept[1]
+
+
+def computed_outputs(outputs: list[Output]) -> list[int]:
+    """The indices of the outputs a part makes: the first view of each
+    program result, and each constant."""
+    seen: set[int] = set()
+    out = []
+    for i, o in enumerate(outputs):
+        if o.source == "constant" or (o.source == "program" and o.index not in seen):
+            out.append(i)
+        if o.source == "program":
+            seen.add(o.index)
+    return out
+
+
+def _fresh(x: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``x``, or a copy of it if it shares storage with one of ``inputs``
+    (a part's own torch ops may return a view)."""
+    storage = x.untyped_storage().data_ptr()
+    if any(i.untyped_storage().data_ptr() == storage for i in inputs):
+        return x.clone()
+    return x

@@ -1,0 +1,163 @@
+"""The torch ops between µGraphs, compiled by Inductor.
+
+After partitioning, a graph is µGraph calls (:class:`MiragePart` submodules)
+with torch ops between them: index math, cache writes, views. Run eagerly,
+each of those ops is one kernel launch. :func:`compile_glue` hands the graph
+to Inductor instead, with each part an opaque op Inductor leaves alone:
+``torch.ops.mirage.part(key, inputs)``, a :func:`torch.library.custom_op`
+that mutates nothing and dispatches to the part registered under ``key``.
+Inductor makes such an op a fallback kernel (an extern call in its wrapper)
+and fuses the torch ops around it; AOTAutograd's functionalization keeps the
+in-place writes to graph inputs (``index_copy_`` on a cache, ``add_`` on a
+counter), applying them to the inputs once the graph has run.
+
+The op returns only what a part makes: the first view of each program
+result, and its constants, contiguous and sharing no storage with its inputs
+(an op's outputs may not alias its inputs). A part's outputs that are views
+of its inputs, or further views of a result, are torch views in the graph.
+Its fake implementation gives each output's shape and dtype from the FX
+node's metadata, on the device of the part's first input.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import fx
+
+from mirage_xdsl.torch.part import MiragePart
+
+log = logging.getLogger("mirage_xdsl.torch")
+
+GLUE_MODES = ("inductor", "eager")
+
+_PARTS: dict[str, MiragePart] = {}
+"""The parts graphs call, by key."""
+
+_keys = itertools.count()
+
+
+@torch.library.custom_op("mirage::part", mutates_args=())
+def part_op(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The outputs a registered part makes (:meth:`MiragePart.compute`)."""
+    return _PARTS[key].compute(*inputs)
+
+
+@part_op.register_fake
+def _part_op_fake(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    part = _PARTS[key]
+    device = inputs[0].device if inputs else part.device
+    return [
+        torch.empty(part.outputs[i].shape, dtype=part.output_dtypes[i], device=device)
+        for i in part.computed
+    ]
+
+
+def register(part: MiragePart) -> str:
+    """Register ``part`` for the op; its key names its program and outputs,
+    so a cached compiled graph never calls a part of other outputs."""
+    specs = ",".join(
+        f"{part.output_dtypes[i]}{list(part.outputs[i].shape)}" for i in part.computed
+    )
+    key = f"{next(_keys)}:{part.program}:{specs}"
+    _PARTS[key] = part
+    return key
+
+
+def as_custom_ops(gm: fx.GraphModule) -> int:
+    """Replace each ``MiragePart`` call of ``gm`` by the ``mirage::part`` op
+    and views; the number replaced."""
+    calls = [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_module" and isinstance(gm.get_submodule(n.target), MiragePart)
+    ]
+    for node in calls:
+        part = gm.get_submodule(node.target)
+        _replace(gm.graph, node, part, register(part))
+        gm.graph.erase_node(node)
+        gm.delete_submodule(node.target)
+    gm.graph.lint()
+    gm.recompile()
+    return len(calls)
+
+
+def _replace(graph: fx.Graph, node: fx.Node, part: MiragePart, key: str) -> None:
+    """Call the op for ``node`` and give each ``getitem`` of it its output."""
+    inputs = list(node.args)
+    with graph.inserting_before(node):
+        call = graph.call_function(torch.ops.mirage.part.default, (key, inputs))
+        made = {
+            i: graph.call_function(operator.getitem, (call, k))
+            for k, i in enumerate(part.computed)
+        }
+        first = {
+            part.outputs[i].index: i
+            for i in part.computed
+            if part.outputs[i].source == "program"
+        }
+        for user in list(node.users):
+            i = user.args[1]
+            if i not in made:
+                o = part.outputs[i]
+                if o.source == "input":
+                    base = inputs[o.index]
+                    dtype = base.meta["val"].dtype
+                else:
+                    base = made[first[o.index]]
+                    dtype = part.output_dtypes[first[o.index]]
+                made[i] = _view(graph, base, dtype, o.shape, part.output_dtypes[i])
+            user.replace_all_uses_with(made[i])
+            graph.erase_node(user)
+
+
+def _view(
+    graph: fx.Graph,
+    base: fx.Node,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    to: torch.dtype,
+) -> fx.Node:
+    """``base`` (of ``dtype``) reshaped to ``shape``, converted to ``to``."""
+    view = graph.call_function(torch.ops.aten.reshape.default, (base, list(shape)))
+    if dtype == to:
+        return view
+    return graph.call_function(torch.ops.prims.convert_element_type.default, (view, to))
+
+
+def compile_glue(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
+) -> Callable[..., Any]:
+    """``gm`` with its torch ops compiled by Inductor and its parts as
+    ``mirage::part`` ops; ``gm`` itself, eager, if Inductor fails on it (one
+    warning line says why)."""
+    as_custom_ops(gm)
+    try:
+        return compile_fx(_plain(gm), list(example_inputs))
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        log.warning(
+            "mirage: graph %d glue runs eagerly: Inductor failed: %s", graph, why
+        )
+        return gm
+
+
+def _plain(gm: fx.GraphModule) -> fx.GraphModule:
+    """``gm`` without an exported module's hooks and input guards (Dynamo
+    guards the graph already): a module Inductor's cache can key."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn":
+            gm.graph.erase_node(node)
+    return fx.GraphModule(gm, gm.graph)
+
+
+def compile_fx(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """Inductor's ``compile_fx`` (imported late: importing Inductor is slow)."""
+    from torch._inductor.compile_fx import compile_fx as inductor
+
+    return inductor(gm, example_inputs)
