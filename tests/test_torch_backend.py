@@ -367,3 +367,99 @@ def test_functions_of_one_program_share_one_build(monkeypatch):
     assert function.compiled_program(b.module) is first
     assert function.compiled_program(c.module) is not first
     assert len(builds) == 2
+
+
+def cache_write_between_ugraphs(x, w, cache, position, k):
+    y = torch.exp(x @ w)  # a µGraph
+    cache.index_copy_(0, position, y)  # torch, in place on a graph input
+    return torch.softmax(cache @ k, dim=-1) * 2.0, position + 1  # a µGraph, torch
+
+
+def cache_write_inputs(seed=7):
+    g = torch.Generator().manual_seed(seed)
+    x, w, k = (torch.randn(s, generator=g) for s in ((2, 3), (3, 4), (4, 5)))
+    return x, w, torch.zeros(6, 4), torch.tensor([1, 3]), k
+
+
+def spy_inductor(monkeypatch):
+    """The graphs the glue hands to Inductor."""
+    from mirage_xdsl.torch import glue
+
+    graphs = []
+    compile_fx = glue.compile_fx
+
+    def recorded(gm, example_inputs):
+        graphs.append(gm)
+        return compile_fx(gm, example_inputs)
+
+    monkeypatch.setattr(glue, "compile_fx", recorded)
+    return graphs
+
+
+def test_glue_compiled_by_inductor_keeps_the_cache_write(monkeypatch):
+    """The torch ops around two µGraphs go through Inductor, the µGraphs as
+    opaque ops; outputs and the written cache equal eager glue's and torch's."""
+    graphs, calls = spy_inductor(monkeypatch), count_ugraph_calls(monkeypatch)
+    results = {}
+    for glue in ("inductor", "eager"):
+        torch._dynamo.reset()
+        xs = cache_write_inputs()
+        options = {**INTERPRET, "glue": glue}
+        fn = torch.compile(
+            cache_write_between_ugraphs, backend="mirage", options=options
+        )
+        results[glue] = (fn(*xs), xs[2])
+    xs = cache_write_inputs()
+    results["torch"] = (cache_write_between_ugraphs(*xs), xs[2])
+    for glue in ("inductor", "eager"):
+        torch.testing.assert_close(results[glue], results["torch"])
+    assert len(calls) == 4  # two µGraphs per call, with either glue
+    (graph,) = graphs
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count("mirage.part.default") == 2
+    assert "aten.index_copy_.default" in targets
+
+
+def test_a_failing_ugraph_in_inductor_glue_runs_as_torch(caplog, monkeypatch):
+    from mirage_xdsl.torch import function
+
+    def broken(self, *args):
+        raise MirageError("error: no kernels today")
+
+    monkeypatch.setattr(function.MirageFunction, "__call__", broken)
+    graphs = spy_inductor(monkeypatch)
+    xs, expected = cache_write_inputs(), cache_write_inputs()
+    options = {**INTERPRET, "glue": "inductor"}
+    fn = torch.compile(cache_write_between_ugraphs, backend="mirage", options=options)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = fn(*xs)
+    torch.testing.assert_close(
+        (out, xs[2]), (cache_write_between_ugraphs(*expected), expected[2])
+    )
+    assert sum("its µGraph failed" in m for m in mirage_log(caplog)) == 2
+    assert len(graphs) == 1
+
+
+def test_glue_inductor_cannot_compile_runs_eagerly(caplog, monkeypatch):
+    from mirage_xdsl.torch import glue
+
+    def refused(gm, example_inputs):
+        raise RuntimeError("no compiler\nsecond line")
+
+    monkeypatch.setattr(glue, "compile_fx", refused)
+    xs, expected = cache_write_inputs(), cache_write_inputs()
+    options = {**INTERPRET, "glue": "inductor"}
+    fn = torch.compile(cache_write_between_ugraphs, backend="mirage", options=options)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = fn(*xs)
+    torch.testing.assert_close(
+        (out, xs[2]), (cache_write_between_ugraphs(*expected), expected[2])
+    )
+    (line,) = [m for m in mirage_log(caplog) if "Inductor" in m]
+    assert line.endswith("glue runs eagerly: Inductor failed: no compiler")
+
+
+def test_backend_rejects_unknown_glue():
+    gm = torch.fx.symbolic_trace(lambda x: x.exp())
+    with pytest.raises(MirageError, match="backend option 'glue'"):
+        mirage_backend(gm, [torch.zeros(2)], options={"glue": "nvcc"})

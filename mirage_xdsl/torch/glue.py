@@ -107,13 +107,19 @@ def _replace(graph: fx.Graph, node: fx.Node, part: MiragePart, key: str) -> None
                 o = part.outputs[i]
                 if o.source == "input":
                     base = inputs[o.index]
-                    dtype = base.meta["val"].dtype
+                    dtype = _input_dtype(part, o.index)
                 else:
                     base = made[first[o.index]]
                     dtype = part.output_dtypes[first[o.index]]
                 made[i] = _view(graph, base, dtype, o.shape, part.output_dtypes[i])
             user.replace_all_uses_with(made[i])
             graph.erase_node(user)
+
+
+def _input_dtype(part: MiragePart, index: int) -> torch.dtype:
+    """The torch dtype of the part's input ``index``."""
+    inputs = [n for n in part.fallback.graph.nodes if n.op == "placeholder"]
+    return inputs[index].meta["val"].dtype
 
 
 def _view(
