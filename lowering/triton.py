@@ -1,7 +1,7 @@
 """From a µGraph module to a :class:`TritonProgram`, and the ``triton`` target.
 
 :func:`generate_triton` runs whatever the module still needs on a copy
-(``fold-transposes``, ``default-customize`` for bare kernel ops, then
+(``fold-transposes``, ``fold-slices``, ``default-customize`` for bare kernel ops, then
 ``legalize-for-triton``) and
 prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
 matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
@@ -97,9 +97,10 @@ class TritonProgram:
 
 def customized_module(module: ModuleOp) -> ModuleOp:
     """A copy of ``module`` whose functions hold only ``kernel.customized`` ops
-    (and reshapes); kernels read a transpose's operand in place where they
-    can (``fold-transposes``)."""
+    (and reshapes); kernels read a transpose's or a slice's operand in place
+    where they can (``fold-transposes``, ``fold-slices``)."""
     from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.fold_slices import FoldSlicesPass
     from mirage_xdsl.lowering.fold_transposes import FoldTransposesPass
 
     module = module.clone()
@@ -108,6 +109,7 @@ def customized_module(module: ModuleOp) -> ModuleOp:
         for op in module.walk()
     ):
         FoldTransposesPass().apply(make_context(), module)
+        FoldSlicesPass().apply(make_context(), module)
         DefaultCustomizePass().apply(make_context(), module)
     return module
 

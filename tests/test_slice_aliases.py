@@ -92,7 +92,9 @@ def test_alias_slices_launch_nothing_and_are_read_at_their_offset(backend) -> No
         return [(x.args, x.offsets) for x in generate_program(module).launches]
 
     one, two = launches(projection()), launches(batched_projection())
-    assert len(two) - len(one) == 2  # the copies of the two parts read in place
+    # the copies of the two parts read in place; under Triton, exp reads q's
+    # window of the batched projection in place as well (fold-slices)
+    assert len(two) - len(one) == (1 if backend == "triton" else 2)
     assert (("tmp0", "output1"), (64, 0)) in one  # k, 64 elements in
     assert all(set(offsets) == {0} for _, offsets in two)
     nested_reads = [(args[0], offsets[0]) for args, offsets in launches(nested())]
