@@ -11,6 +11,12 @@ between them kept as they are:
   function's arguments to it; the arithmetic ops of one depth form one
   segment, searched as a function of its own, and the layout ops of the next
   depth follow it, so every value is made before it is read;
+- an *element-wise island* (element-wise ops of one depth that read no
+  other arithmetic op of their depth and that only arithmetic ops of later
+  depths read, as a rotary embedding's ``q * cos`` read by the add after
+  ``rotate_half``'s slices and concat) moves to the earliest depth that
+  reads it (:func:`delayed`): it joins its reader's segment, one kernel
+  less than a segment of its own;
 - a segment is cut before a matmul or row norm that reads a matmul's
   result (except through ``exp``, as attention does): that op runs in a
   later kernel whatever the search does;
@@ -88,6 +94,58 @@ def layout_depths(ops: Sequence[Operation]) -> dict[Operation, int]:
         for r in op.results:
             made[r] = d
     return depth
+
+
+ELEMENTWISE_KINDS = frozenset(
+    (*t.ELEMENTWISE_UNARY_KINDS, *t.BINARY_KINDS, *t.SCALAR_KINDS)
+)
+
+
+def delayed(
+    ops: Sequence[Operation], depth: dict[Operation, int], returned: set[SSAValue]
+) -> dict[Operation, int]:
+    """``depth`` with each element-wise island moved to the earliest depth of
+    its readers, the latest depths first (so an island feeding a moved one
+    moves with it). An island is a connected set of arithmetic ops of one
+    depth, all element-wise, none returned, read outside the set only by
+    arithmetic ops of later depths."""
+    depth = dict(depth)
+    for d in sorted({depth[op] for op in ops}, reverse=True):
+        for island in _islands([op for op in ops if depth[op] == d]):
+            readers = {
+                u.operation
+                for op in island
+                for r in op.results
+                for u in r.uses
+                if u.operation not in island
+            }
+            movable = (
+                readers
+                and all(getattr(op, "KIND", None) in ELEMENTWISE_KINDS for op in island)
+                and not any(r in returned for op in island for r in op.results)
+                and all(u in depth and not is_layout(u) for u in readers)
+            )
+            if movable and min(depth[u] for u in readers) > d:
+                for op in island:
+                    depth[op] = min(depth[u] for u in readers)
+    return depth
+
+
+def _islands(ops: Sequence[Operation]) -> list[set[Operation]]:
+    """The connected sets of the arithmetic ops of ``ops`` (all of one depth),
+    joined by the values they make and read."""
+    members = [op for op in ops if not is_layout(op)]
+    island = {op: {op} for op in members}
+    for op in members:
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in island:
+                if island[owner] is not island[op]:
+                    merged = island[owner] | island[op]
+                    for m in merged:
+                        island[m] = merged
+    unique = {id(s): s for s in island.values()}
+    return list(unique.values())
 
 
 def runs(ops: Sequence[Operation], max_ops: int) -> list[list[Operation]]:
@@ -193,8 +251,8 @@ def partition(fn: func.FuncOp, max_ops: int, by_stage: bool = False) -> list[Pie
     """The pieces of ``fn`` in an order that defines every value before use;
     with ``by_stage``, each run is cut into its :func:`stages` as well."""
     ops = _body(fn)
-    depth = layout_depths(ops)
     returned = set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
+    depth = delayed(ops, layout_depths(ops), returned)
     pieces: list[Piece] = []
     groups: list[list[Operation]] = []
     for d in range(max(depth.values(), default=0) + 1):
