@@ -30,6 +30,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.lowering.triton import (
     TritonProgram,
     customized_module,
@@ -99,6 +100,18 @@ def nbytes(value: SSAValue) -> int:
     return prod(ty.get_shape()) * ty.element_type.bitwidth // 8  # type: ignore[attr-defined]
 
 
+def read_bytes(op, index: int) -> int:
+    """Bytes a kernel reads of operand ``index``: the whole tensor, or only
+    the windows its ``block.input`` ops read (``fold-slices``)."""
+    whole = nbytes(op.operands[index])
+    reads = [u.operation for u in op.entry.args[index].uses]
+    windows = [r for r in reads if getattr(r, "window_of", None) is not None]
+    if not reads or len(windows) < len(reads):
+        return whole
+    elem = whole // prod(t.tensor_shape(op.operands[index]))
+    return min(whole, sum(prod(r.viewed_shape) * elem for r in windows))
+
+
 SKIPPED = ("block.input", "block.output", "block.thread_graph")
 
 
@@ -128,7 +141,7 @@ def kernel_rows(module: ModuleOp) -> list[tuple]:
     ops = [op for op in fn.body.block.ops if op.name == "kernel.customized"]
     rows = []
     for k, op in zip(program.kernels, ops, strict=True):
-        read = sum(nbytes(v) for v in op.operands)
+        read = sum(read_bytes(op, i) for i in range(len(op.operands)))
         written = sum(nbytes(v) for v in op.results)
         rows.append((k.name, k.grid, k.forloop, block_ops(op), read, written))
     return rows
