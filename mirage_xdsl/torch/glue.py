@@ -140,9 +140,18 @@ def compile_glue(
     gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
 ) -> Callable[..., Any]:
     """``gm`` with its torch ops compiled by Inductor and its parts as
-    ``mirage::part`` ops; ``gm`` itself, eager, if Inductor fails on it (one
-    warning line says why)."""
+    ``mirage::part`` ops; ``gm`` itself, eager, where inputs require grad
+    or Inductor fails on it (one line says why)."""
     as_custom_ops(gm)
+    if torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    ):
+        log.info(
+            "mirage: graph %d glue runs eagerly: its inputs require grad "
+            "(a µGraph has no backward)",
+            graph,
+        )
+        return gm
     try:
         return compile_fx(_plain(gm), list(example_inputs))
     except Exception as e:
