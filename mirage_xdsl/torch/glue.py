@@ -168,6 +168,7 @@ def _plain(gm: fx.GraphModule) -> fx.GraphModule:
     for node in list(gm.graph.nodes):
         if node.op == "call_module" and node.target == "_guards_fn":
             gm.graph.erase_node(node)
+    gm.recompile()
     return fx.GraphModule(gm, gm.graph)
 
 
