@@ -9,6 +9,7 @@ import pytest
 from xdsl.dialects import func
 
 from mirage_xdsl.ir.builder import KernelGraph
+from mirage_xdsl.ir.printing import module_text
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.search.partition import (
     Segment,
@@ -357,3 +358,24 @@ def test_the_row_fused_build_is_always_timed_beside_the_input():
     assert timed[0]["input"] and timed[0]["kernels"] == 11
     assert timed[1]["kernels"] == 1 and timed[1]["chosen"]
     assert outcome.report.kernels_after == 1
+
+
+def test_the_segments_of_a_program_share_one_pool_of_workers(monkeypatch):
+    """Each segment's search (and each stage's) runs its tasks on one forked
+    pool made for the whole program, and finds what one process finds."""
+    from mirage_xdsl.search import dispatch
+
+    pools = []
+    original = dispatch.Pool
+
+    def counted(*args, **kwargs):
+        pools.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "Pool", counted)
+    module = heads_program()
+    alone = superoptimize(module, budget=60, jobs=1, cache_dir="none", log=None)
+    assert pools == []
+    shared = superoptimize(module, budget=60, jobs=2, cache_dir="none", log=None)
+    assert pools == [(2,)]
+    assert module_text(shared) == module_text(alone)

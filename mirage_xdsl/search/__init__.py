@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.budget import MIN_SECONDS, Shares, weights
-from mirage_xdsl.search.dispatch import executing
+from mirage_xdsl.search.dispatch import executing, shared_pool
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
 from mirage_xdsl.search.progress import Progress
@@ -115,10 +115,11 @@ def _by_segments(
         )
     progress = Progress()
     found = []
-    for i, segment in enumerate(segments):
-        search = _Segment(i, len(segments), shares, options, measure, cache_dir)
-        prologue = prologue_of(segment.inputs)
-        found.append(search.run(segment.function, progress, log, reports, prologue))
+    with shared_pool(options):
+        for i, segment in enumerate(segments):
+            search = _Segment(i, len(segments), shares, options, measure, cache_dir)
+            prologue = prologue_of(segment.inputs)
+            found.append(search.run(segment.function, progress, log, reports, prologue))
     progress.close()
     return stitch(fn, pieces, found)
 

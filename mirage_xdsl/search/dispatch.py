@@ -88,6 +88,25 @@ def executing(executor: cf.Executor | None) -> Iterator[None]:
         _EXECUTOR.reset(token)
 
 
+@contextlib.contextmanager
+def shared_pool(options: SearchOptions) -> Iterator[None]:
+    """One forked pool for every search started inside (a program's segments
+    and their stages), where each search would fork its own: forking a
+    process that holds torch and a CUDA context takes about a second per
+    pool on the GPU machine, which a small segment's share of the budget
+    cannot pay. Tasks reach it as on any other executor (:class:`Remote`).
+    Nothing changes inside :func:`executing` or with ``cluster``."""
+    if _EXECUTOR.get() is not None or options.cluster or options.workers() <= 1:
+        yield
+        return
+    pool = Pool(options.workers())
+    try:
+        with executing(pool):
+            yield
+    finally:
+        pool.terminate()
+
+
 def executor_for(
     text: str, options: SearchOptions, limit: Limit | None
 ) -> cf.Executor | None:
