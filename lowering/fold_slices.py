@@ -24,25 +24,12 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
 
 from mirage_xdsl.dialects import block, kernel
-from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.lowering.aliases import is_alias
-from mirage_xdsl.lowering.default_customize import PARTITIONS, customize, split_matmul
-
-
-def _customizable(op: Operation) -> bool:
-    """Whether ``default-customize`` gives ``op`` a customized kernel."""
-    return (
-        isinstance(op, t.TensorOp)
-        and op.name.startswith("kernel.")
-        and not is_alias(op)
-        and op.KIND in PARTITIONS
-    )
+from mirage_xdsl.lowering.fold_reads import fold
 
 
 def _reads_whole(op: kernel.CustomizedOp, index: int) -> bool:
@@ -55,33 +42,6 @@ def _reads_whole(op: kernel.CustomizedOp, index: int) -> bool:
     )
 
 
-def _foldable(op: kernel.SliceOp) -> bool:
-    """Whether ``op`` is a copy kernel every user of which reads it as a
-    customized kernel (or will, once customized) with no window of its own."""
-    if is_alias(op):
-        return False
-    uses = list(op.result.uses)
-    for use in uses:
-        user = use.operation
-        if isinstance(user, kernel.CustomizedOp):
-            if not _reads_whole(user, use.index):
-                return False
-        elif not _customizable(user):
-            return False
-    return bool(uses)
-
-
-def _customize_users(op: kernel.SliceOp) -> None:
-    """Give each bare kernel op reading ``op`` its default definition."""
-    for user in list({u.operation for u in op.result.uses}):
-        if isinstance(user, kernel.CustomizedOp):
-            continue
-        if isinstance(user, kernel.MatmulOp) and split_matmul(user, H100):
-            continue
-        new = customize(user)  # type: ignore[arg-type]
-        Rewriter.replace_op(user, new, new.results)
-
-
 def _window(read: block.InputOp, op: kernel.SliceOp) -> tuple[int, int, int]:
     """``op``'s window in the view ``read`` indexes (its dim swapped if
     ``read`` reads the source transposed)."""
@@ -92,42 +52,23 @@ def _window(read: block.InputOp, op: kernel.SliceOp) -> tuple[int, int, int]:
     return (dim, start, end)
 
 
-def _read_window(user: kernel.CustomizedOp, index: int, op: kernel.SliceOp) -> None:
-    """Make operand ``index`` of ``user`` (``op``'s result) ``op``'s operand,
-    its ``block.input`` ops reading it through ``op``'s window."""
-    body = user.entry
-    old = body.args[index]
-    new = body.insert_arg(op.input.type, index)
-    for use in list(old.uses):
-        read = use.operation
-        assert isinstance(read, block.InputOp)
-        windowed = block.InputOp(
-            new,
+def fold_slice(op: kernel.SliceOp) -> bool:
+    """Remove ``op`` if its users can read its window of its operand; whether
+    it did."""
+    if is_alias(op):
+        return False
+
+    def windowed(read: block.InputOp, source: SSAValue) -> block.InputOp:
+        return block.InputOp(
+            source,
             read.input_map,
             read.forloop_dim,
             read.result.type,  # type: ignore[arg-type]
             _window(read, op),
             read.swapped_dims,
         )
-        windowed.attributes.update(read.attributes)
-        Rewriter.replace_op(read, windowed)
-    body.erase_arg(old)
-    user.operands[index] = op.input
 
-
-def fold_slice(op: kernel.SliceOp) -> bool:
-    """Remove ``op`` if its users can read its window of its operand; whether
-    it did."""
-    if not _foldable(op):
-        return False
-    _customize_users(op)
-    if not _foldable(op):  # a split-K reshape between
-        return False
-    for use in list(op.result.uses):
-        assert isinstance(use.operation, kernel.CustomizedOp)
-        _read_window(use.operation, use.index, op)
-    Rewriter.erase_op(op)
-    return True
+    return fold(op, _reads_whole, windowed)
 
 
 @dataclass(frozen=True)

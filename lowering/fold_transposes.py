@@ -30,29 +30,16 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.gpu_target import H100
-from mirage_xdsl.lowering.aliases import is_alias
-from mirage_xdsl.lowering.default_customize import PARTITIONS, customize, split_matmul
+from mirage_xdsl.lowering.fold_reads import fold
 
 SECTOR_BYTES = 32
 """What device memory moves at once: a transposed read whose tile covers less
 of a source row than this (and not the whole row) wastes most of each."""
-
-
-def _customizable(op: Operation) -> bool:
-    """Whether ``default-customize`` gives ``op`` a customized kernel."""
-    return (
-        isinstance(op, t.TensorOp)
-        and op.name.startswith("kernel.")
-        and not is_alias(op)
-        and op.KIND in PARTITIONS
-    )
 
 
 def _whole_sectors(read: block.InputOp, dims: tuple[int, int]) -> bool:
@@ -82,69 +69,24 @@ def _reads_plainly(op: kernel.CustomizedOp, index: int, dims: tuple[int, int]) -
     )
 
 
-def _foldable(op: kernel.TransposeOp) -> bool:
-    """Whether every user reads ``op``'s result as a customized kernel (or
-    will, once customized) through plain ``block.input`` ops."""
-    uses = list(op.result.uses)
-    for use in uses:
-        user = use.operation
-        if isinstance(user, kernel.CustomizedOp):
-            if not _reads_plainly(user, use.index, op.dims):
-                return False
-        elif not _customizable(user):
-            return False
-    return bool(uses)
+def fold_transpose(op: kernel.TransposeOp) -> bool:
+    """Remove ``op`` if its users can read its operand transposed; whether
+    it did."""
 
+    def reads_ok(user: kernel.CustomizedOp, index: int) -> bool:
+        return _reads_plainly(user, index, op.dims)
 
-def _customize_users(op: kernel.TransposeOp) -> None:
-    """Give each bare kernel op reading ``op`` its default definition."""
-    for user in list({u.operation for u in op.result.uses}):
-        if isinstance(user, kernel.CustomizedOp):
-            continue
-        if isinstance(user, kernel.MatmulOp) and split_matmul(user, H100):
-            continue
-        new = customize(user)  # type: ignore[arg-type]
-        Rewriter.replace_op(user, new, new.results)
-
-
-def _read_transposed(
-    user: kernel.CustomizedOp, index: int, op: kernel.TransposeOp
-) -> None:
-    """Make operand ``index`` of ``user`` (``op``'s result) ``op``'s operand,
-    its ``block.input`` ops reading it with ``op``'s dims swapped."""
-    body = user.entry
-    old = body.args[index]
-    new = body.insert_arg(op.input.type, index)
-    for use in list(old.uses):
-        read = use.operation
-        assert isinstance(read, block.InputOp)
-        swapped = block.InputOp(
-            new,
+    def swapped(read: block.InputOp, source: SSAValue) -> block.InputOp:
+        return block.InputOp(
+            source,
             read.input_map,
             read.forloop_dim,
             read.result.type,  # type: ignore[arg-type]
             read.window_of,
             op.dims,
         )
-        swapped.attributes.update(read.attributes)
-        Rewriter.replace_op(read, swapped)
-    body.erase_arg(old)
-    user.operands[index] = op.input
 
-
-def fold_transpose(op: kernel.TransposeOp) -> bool:
-    """Remove ``op`` if its users can read its operand transposed; whether
-    it did."""
-    if not _foldable(op):
-        return False
-    _customize_users(op)
-    if not _foldable(op):  # a default tile too narrow, or a split-K reshape
-        return False
-    for use in list(op.result.uses):
-        assert isinstance(use.operation, kernel.CustomizedOp)
-        _read_transposed(use.operation, use.index, op)
-    Rewriter.erase_op(op)
-    return True
+    return fold(op, reads_ok, swapped)
 
 
 @dataclass(frozen=True)

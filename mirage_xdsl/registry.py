@@ -24,6 +24,12 @@ def _fold_transposes() -> type[ModulePass]:
     return FoldTransposesPass
 
 
+def _fold_slices() -> type[ModulePass]:
+    from mirage_xdsl.lowering.fold_slices import FoldSlicesPass
+
+    return FoldSlicesPass
+
+
 def _fuse_thread_graphs() -> type[ModulePass]:
     from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
@@ -63,6 +69,7 @@ def _superoptimize() -> type[ModulePass]:
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "default-customize": _default_customize,
+        "fold-slices": _fold_slices,
         "fold-transposes": _fold_transposes,
         "fuse-thread-graphs": _fuse_thread_graphs,
         "lower-to-gpu": _lower_to_gpu,
