@@ -181,45 +181,41 @@ def test_superoptimize_gqa_agrees_with_torch_on_cpu():
     torch.testing.assert_close(fn(*xs).float(), ref, rtol=2e-2, atol=2e-3)
 
 
-@pytest.mark.skipif(
-    not hasattr(mirage_xdsl, "superoptimize"),
-    reason="needs the search (mirage_xdsl.superoptimize)",
-)
-def test_search_options_reach_the_search(caplog, monkeypatch):
+@pytest.fixture
+def searches(monkeypatch):
+    """Each search the backend runs, as (module, options)."""
     from mirage_xdsl.torch import backend
 
     seen = []
     search = backend.search
 
     def recorded(module, **options):
-        seen.append(options)
+        seen.append((module, options))
         return search(module, **options)
 
     monkeypatch.setattr(backend, "search", recorded)
+    return seen
+
+
+@pytest.mark.skipif(
+    not hasattr(mirage_xdsl, "superoptimize"),
+    reason="needs the search (mirage_xdsl.superoptimize)",
+)
+def test_search_options_reach_the_search(caplog, searches):
     x, w = inputs(3)
     options = {"cpu": "interpret", "budget": 2, "cache_dir": "none"}
     compiled = torch.compile(
         lambda x, w: torch.exp(x @ w), backend="mirage", options=options
     )
     torch.testing.assert_close(compiled(x, w), torch.exp(x @ w), rtol=1e-4, atol=1e-5)
-    assert [{k: o[k] for k in ("budget", "cache_dir")} for o in seen] == [
+    assert [{k: o[k] for k in ("budget", "cache_dir")} for _, o in searches] == [
         {"budget": 2, "cache_dir": "none"}
     ]
 
 
-def test_parts_of_one_program_are_searched_once(caplog, monkeypatch):
+def test_parts_of_one_program_are_searched_once(caplog, searches):
     """Layers that compute the same (here, the same function on either side
     of a graph break) are one program, searched once and run by each part."""
-    from mirage_xdsl.torch import backend
-
-    searches = []
-    search = backend.search
-
-    def recorded(module, **options):
-        searches.append(module)
-        return search(module, **options)
-
-    monkeypatch.setattr(backend, "search", recorded)
 
     def layer(x, w):
         return torch.exp(x @ w)
