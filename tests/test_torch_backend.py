@@ -377,6 +377,17 @@ def cache_write_inputs(seed=7):
     return x, w, torch.zeros(6, 4), torch.tensor([1, 3]), k
 
 
+def cache_write_run(glue=None):
+    """The outputs and the written cache of ``cache_write_between_ugraphs`` on
+    fresh inputs: through the backend with ``glue``, or torch's (None)."""
+    xs = cache_write_inputs()
+    fn = cache_write_between_ugraphs
+    if glue is not None:
+        options = {**INTERPRET, "glue": glue}
+        fn = torch.compile(fn, backend="mirage", options=options)
+    return fn(*xs), xs[2]
+
+
 def spy_inductor(monkeypatch):
     """The graphs the glue hands to Inductor."""
     from mirage_xdsl.torch import glue
@@ -399,16 +410,9 @@ def test_glue_compiled_by_inductor_keeps_the_cache_write(monkeypatch):
     results = {}
     for glue in ("inductor", "eager"):
         torch._dynamo.reset()
-        xs = cache_write_inputs()
-        options = {**INTERPRET, "glue": glue}
-        fn = torch.compile(
-            cache_write_between_ugraphs, backend="mirage", options=options
-        )
-        results[glue] = (fn(*xs), xs[2])
-    xs = cache_write_inputs()
-    results["torch"] = (cache_write_between_ugraphs(*xs), xs[2])
+        results[glue] = cache_write_run(glue)
     for glue in ("inductor", "eager"):
-        torch.testing.assert_close(results[glue], results["torch"])
+        torch.testing.assert_close(results[glue], cache_write_run())
     assert len(calls) == 4  # two µGraphs per call, with either glue
     (graph,) = graphs
     targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
@@ -424,14 +428,9 @@ def test_a_failing_ugraph_in_inductor_glue_runs_as_torch(caplog, monkeypatch):
 
     monkeypatch.setattr(function.MirageFunction, "__call__", broken)
     graphs = spy_inductor(monkeypatch)
-    xs, expected = cache_write_inputs(), cache_write_inputs()
-    options = {**INTERPRET, "glue": "inductor"}
-    fn = torch.compile(cache_write_between_ugraphs, backend="mirage", options=options)
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
-        out = fn(*xs)
-    torch.testing.assert_close(
-        (out, xs[2]), (cache_write_between_ugraphs(*expected), expected[2])
-    )
+        got = cache_write_run("inductor")
+    torch.testing.assert_close(got, cache_write_run())
     assert sum("its µGraph failed" in m for m in mirage_log(caplog)) == 2
     assert len(graphs) == 1
 
@@ -443,14 +442,9 @@ def test_glue_inductor_cannot_compile_runs_eagerly(caplog, monkeypatch):
         raise RuntimeError("no compiler\nsecond line")
 
     monkeypatch.setattr(glue, "compile_fx", refused)
-    xs, expected = cache_write_inputs(), cache_write_inputs()
-    options = {**INTERPRET, "glue": "inductor"}
-    fn = torch.compile(cache_write_between_ugraphs, backend="mirage", options=options)
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
-        out = fn(*xs)
-    torch.testing.assert_close(
-        (out, xs[2]), (cache_write_between_ugraphs(*expected), expected[2])
-    )
+        got = cache_write_run("inductor")
+    torch.testing.assert_close(got, cache_write_run())
     (line,) = [m for m in mirage_log(caplog) if "Inductor" in m]
     assert line.endswith("glue runs eagerly: Inductor failed: no compiler")
 
