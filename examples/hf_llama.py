@@ -22,6 +22,7 @@ one replay; the median is printed.
     python examples/hf_llama.py --small --device cpu           # µGraphs in the interpreter
     python examples/hf_llama.py --budget 10                    # Llama-3.2-1B shapes, all four
     python examples/hf_llama.py --methods eager,mirage --budget 0   # no search: as captured
+    python examples/hf_llama.py --profile 12                   # and each one's longest kernels
 
 The ``mirage_xdsl.torch`` log (``--log``) lists, per graph Dynamo traced,
 every op with its line in transformers: the µGraph that took it, or why it
@@ -215,6 +216,41 @@ def cache_write_us(
     }
 
 
+def kernel_profile(decoder: Decoder, steps: int = 5) -> list[tuple[str, int, float]]:
+    """Per kernel name: launches and device µs per decode step (plain calls
+    under ``torch.profiler``, so launch gaps are left out), longest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        for _ in range(3):
+            decoder.step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                decoder.step()
+            torch.cuda.synchronize()
+    launches: dict[str, int] = {}
+    device_us: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        launches[event.name] = launches.get(event.name, 0) + 1
+        device_us[event.name] = device_us.get(event.name, 0.0) + event.device_time_total
+    rows = [(n, launches[n] // steps, device_us[n] / steps) for n in launches]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def print_profile(name: str, rows: list[tuple[str, int, float]], top: int) -> None:
+    total = sum(r[2] for r in rows)
+    count = sum(r[1] for r in rows)
+    print(
+        f"\n{name}: {count} kernel launches per step, {total:.1f} µs of kernel "
+        f"time; the {top} longest by name:"
+    )
+    for kernel_name, n, us in rows[:top]:
+        print(f"  {us:8.1f} µs {n:4d}x  {kernel_name[:90]}")
+
+
 def copy_bandwidth() -> float:
     """Bytes per second of a 1 GiB device-to-device copy (read and written)."""
     src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda").uniform_()
@@ -304,6 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log", action="store_true", help="the per-op account of each graph"
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="on CUDA, print each method's N longest kernels per decode step",
+    )
     args = parser.parse_args(argv)
     if args.prompt + args.steps + args.reps + 20 > args.cache_len:
         parser.error(
@@ -345,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.device == "cuda":
             rows.append((name, *time_step(decoder, args.reps, warmup=5)))
+            if args.profile:
+                print_profile(name, kernel_profile(decoder), args.profile)
     if rows:
         floor = floor_us(model, args.cache_len, copy_bandwidth())
         print(
