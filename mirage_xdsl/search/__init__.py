@@ -33,6 +33,7 @@ from mirage_xdsl.search.superoptimizer import (
     Measure,
     Outcome,
     Report,
+    enumerable,
     superoptimize_function,
 )
 from mirage_xdsl.search.ugraph import from_function
@@ -128,9 +129,13 @@ def work(fn: func.FuncOp) -> float:
     """How much searching a segment is worth, relative to the others: its
     arithmetic ops (the search's space grows with them) times one plus its
     input's cost in :data:`COST_UNIT` (where the time goes, and what a
-    better µGraph saves)."""
+    better µGraph saves); nothing for a segment the generator cannot search
+    (its default builds take no time)."""
+    graph = from_function(fn)
+    if not enumerable(graph):
+        return 0.0
     ops = sum(1 for op in fn.body.block.ops if not isinstance(op, func.ReturnOp))
-    return ops * (1.0 + cost_model.cost(from_function(fn)) / COST_UNIT)
+    return ops * (1.0 + cost_model.cost(graph) / COST_UNIT)
 
 
 COST_UNIT = 10e-6

@@ -1,12 +1,19 @@
 """The fused default build of a row-local program: one kernel, whole rows.
 
-A program whose every op is element-wise or reads whole rows of the last
-dim (``reduce_sum``, ``reduce_max``, ``rms_norm`` over it) needs no kernel
-boundary at all: each row is computed from the same rows of its operands.
-Inductor emits such a program as one persistent-reduction kernel; this is
-the same build as a µGraph: one ``kernel.customized`` whose grid tiles the
-leading dims, whose blocks read whole rows, and whose block graph holds the
-program's ops as written.
+A program whose every op is element-wise, reads whole rows of the last dim
+(``reduce_sum``, ``reduce_max``, ``rms_norm`` over it) or moves elements
+within a row (``slice`` and ``concat`` along the last dim, as a rotary
+embedding's ``rotate_half``) needs no kernel boundary at all: each row is
+computed from the same rows of its operands. Inductor emits such a program
+as one persistent-reduction kernel; this is the same build as a µGraph: one
+``kernel.customized`` whose grid tiles the leading dims, whose blocks read
+whole rows, and whose block graph holds the program's ops as written.
+
+A slice becomes no block op of its own: it is pushed back through the ops
+before it to the arguments (``slice(f(x, y)) = f(slice(x), slice(y))`` for
+an element-wise ``f``; a slice of a concatenation is a slice of its pieces),
+where a ``block.input`` reads its window of the row in place. A
+concatenation stays one (``block.concat``).
 
 It is a candidate beside the search's own, and the input (one kernel per
 op) beside both: a LayerNorm written as ten plain ops is one kernel even
@@ -30,14 +37,24 @@ from mirage_xdsl.search.ugraph import (
 ROW_KINDS = ("reduce_sum", "reduce_max")
 """Reductions a row-local program may hold (over its last dim only)."""
 
+ROW_LAYOUT_KINDS = ("slice", "concat")
+"""Layout ops a row-local program may hold (along its last dim only)."""
+
 MAX_GRID = 65535
 """Most blocks along one grid dim (CUDA's limit on y and z)."""
+
+Window = tuple[int, int, int]
 
 
 def row_local(ug: UGraph) -> bool:
     """Whether every op of ``ug`` is a library op that computes a row of its
     result from the same rows of its operands: every result of one rank,
-    arguments of that rank or lower (lined up with the trailing dims)."""
+    arguments of that rank or lower (lined up with the trailing dims), and
+    every slice pushable to the arguments (none takes part of a norm's row)."""
+    return _row_ops(ug) and _Rows(ug).outputs() is not None
+
+
+def _row_ops(ug: UGraph) -> bool:
     shapes = kernel_shapes(ug)
     rank = _rank(ug)
     if rank == 0 or any(len(s) != rank for s in shapes[len(ug.inputs) :]):
@@ -45,11 +62,14 @@ def row_local(ug: UGraph) -> bool:
     for op in ug.ops:
         if op.graph is not None:
             return False
-        if op.kind not in (*ELEMENTWISE, *ROW_KINDS, "rms_norm"):
+        if op.kind not in (*ELEMENTWISE, *ROW_KINDS, *ROW_LAYOUT_KINDS, "rms_norm"):
             return False
         if op.kind in (*ROW_KINDS, "rms_norm") and len(shapes[op.operands[0]]) < rank:
             return False
-        if op.kind in ROW_KINDS and op.attrs != (("dim", rank - 1),):
+        if (
+            op.kind in (*ROW_KINDS, *ROW_LAYOUT_KINDS)
+            and dict(op.attrs)["dim"] != rank - 1
+        ):
             return False
     return True
 
@@ -58,11 +78,100 @@ def _rank(ug: UGraph) -> int:
     return max((len(s) for s in kernel_shapes(ug)), default=0)
 
 
+class _Rows:
+    """The block ops of a row-local program, built from its outputs back.
+
+    A value is named by a *ref*: ``-1 - k`` for the ``k``-th argument read
+    (``reads[k]``: an argument and the window of its last dim it reads, or
+    None for all of it), ``j`` for the ``j``-th block op (``ops[j]``, with
+    the position of the program op it computes). Each value is built once
+    per range of columns it is needed for."""
+
+    def __init__(self, ug: UGraph):
+        self.ug = ug
+        self.shapes = kernel_shapes(ug)
+        self.first = len(ug.inputs)
+        self.reads: list[tuple[int, Window | None]] = []
+        self.ops: list[tuple[int, Op]] = []
+        self.built: dict[tuple[int, int, int], int | None] = {}
+
+    def outputs(self) -> list[int] | None:
+        """The ref of each output, whole; None when a slice cannot be pushed
+        to the arguments."""
+        refs = [self.columns(v, 0, self.shapes[v][-1]) for v in self.ug.outputs]
+        return None if None in refs else refs  # type: ignore[return-value]
+
+    def columns(self, v: int, lo: int, hi: int) -> int | None:
+        """The ref of columns ``[lo, hi)`` of tensor ``v``'s last dim."""
+        key = (v, lo, hi)
+        if key not in self.built:
+            self.built[key] = self._build(v, lo, hi)
+        return self.built[key]
+
+    def _build(self, v: int, lo: int, hi: int) -> int | None:
+        width = self.shapes[v][-1]
+        if v < self.first:
+            last = len(self.shapes[v]) - 1
+            return self._read(v, None if (lo, hi) == (0, width) else (last, lo, hi))
+        op = self.ug.ops[v - self.first]
+        if op.kind == "slice":
+            start = dict(op.attrs)["start"]
+            return self.columns(op.operands[0], start + lo, start + hi)
+        if op.kind == "concat":
+            return self._concat(v, op, lo, hi)
+        if (lo, hi) != (0, width) and op.kind not in ELEMENTWISE:
+            return None  # part of a norm's row: the norm needs all of it
+        args = []
+        for u in op.operands:
+            n = self.shapes[u][-1]
+            args.append(
+                self.columns(u, lo, hi) if n == width else self.columns(u, 0, n)
+            )
+        if None in args:
+            return None
+        return self._emit(v, Op(op.kind, tuple(args), op.attrs))  # type: ignore[arg-type]
+
+    def _concat(self, v: int, op: KernelOp, lo: int, hi: int) -> int | None:
+        a, b = op.operands
+        n = self.shapes[a][-1]
+        if hi <= n:
+            return self.columns(a, lo, hi)
+        if lo >= n:
+            return self.columns(b, lo - n, hi - n)
+        left, right = self.columns(a, lo, n), self.columns(b, 0, hi - n)
+        if left is None or right is None:
+            return None
+        return self._emit(v, Op("concat", (left, right), op.attrs))
+
+    def _read(self, v: int, window: Window | None) -> int:
+        if (v, window) not in self.reads:
+            self.reads.append((v, window))
+        return -1 - self.reads.index((v, window))
+
+    def _emit(self, v: int, op: Op) -> int:
+        self.ops.append((v, op))
+        return len(self.ops) - 1
+
+    def order(self) -> list[int]:
+        """The refs in block-graph order: the reads by argument (whole
+        first), then the ops in the program's order, as it writes them."""
+        reads = sorted(
+            range(len(self.reads)),
+            key=lambda k: (self.reads[k][0], self.reads[k][1] or ()),
+        )
+        ops = sorted(range(len(self.ops)), key=lambda j: (self.ops[j][0], j))
+        return [-1 - k for k in reads] + ops
+
+
 def row_fused(ug: UGraph) -> UGraph | None:
     """``ug`` as one customized kernel over whole rows (before the µGraph
     optimizer); None when it is not :func:`row_local` or its leading dims
     do not fit a grid."""
-    if not row_local(ug):
+    if not _row_ops(ug):
+        return None
+    built = _Rows(ug)
+    refs = built.outputs()
+    if refs is None:
         return None
     rank = _rank(ug)
     shapes = [lift(s, rank) for s in kernel_shapes(ug)]
@@ -72,10 +181,11 @@ def row_fused(ug: UGraph) -> UGraph | None:
         return None
     dims = (*split, *[-1] * (3 - len(split)))
     grid = tuple(rows[d] if d >= 0 else 1 for d in dims)
-    first = len(ug.inputs)
-    if any(v < first for v in ug.outputs):
+    if any(v < len(ug.inputs) for v in ug.outputs):
         return None  # an argument returned as it is: no kernel writes it
-    used = sorted({v for op in ug.ops for v in op.operands if v < first})
+    order = built.order()
+    local = {ref: i for i, ref in enumerate(order)}
+    used = sorted({v for v, _ in built.reads})
     position = {v: i for i, v in enumerate(used)}
     inputs = tuple(
         BlockInput(
@@ -83,17 +193,18 @@ def row_fused(ug: UGraph) -> UGraph | None:
             _imap(shapes[v], rows, dims),
             -1,
             None if len(ug.inputs[v]) == rank else rank,
+            window,
         )
-        for v in used
+        for v, window in (built.reads[-1 - ref] for ref in order if ref < 0)
     )
-
-    def local(v: int) -> int:
-        return position[v] if v < first else len(inputs) + v - first
-
     ops = tuple(
-        Op(op.kind, tuple(local(v) for v in op.operands), op.attrs) for op in ug.ops
+        Op(op.kind, tuple(local[r] for r in op.operands), op.attrs)
+        for op in (built.ops[ref][1] for ref in order if ref >= 0)
     )
-    outputs = tuple((local(v), _imap(shapes[v], rows, dims)) for v in ug.outputs)
+    outputs = tuple(
+        (local[r], _imap(shapes[v], rows, dims))
+        for r, v in zip(refs, ug.outputs, strict=True)
+    )
     graph = BlockGraph(grid, 1, inputs, ops, outputs)  # type: ignore[arg-type]
     kernel = KernelOp("customized", tuple(used), (), graph)
     outs = tuple(len(ug.inputs) + i for i in range(len(graph.outputs)))

@@ -11,6 +11,12 @@ between them kept as they are:
   function's arguments to it; the arithmetic ops of one depth form one
   segment, searched as a function of its own, and the layout ops of the next
   depth follow it, so every value is made before it is read;
+- a slice or concatenation along the last dim moves elements within rows:
+  where the segment it would join is row-local (every op element-wise, a
+  row reduction or such a layout op, ``fusion.py``), it counts as an
+  arithmetic op and stays inside (:func:`row_layouts`), so a rotary
+  embedding's ``rotate_half`` and the products around it are one segment
+  and one kernel; elsewhere it cuts like any layout op;
 - an *element-wise island* (element-wise ops of one depth that read no
   other arithmetic op of their depth and that only arithmetic ops of later
   depths read, as a rotary embedding's ``q * cos`` read by the add after
@@ -48,6 +54,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.regions import outside_operands
+from mirage_xdsl.search.fusion import ROW_LAYOUT_KINDS, row_fused
+from mirage_xdsl.search.ugraph import from_function
 
 
 @dataclass
@@ -65,35 +73,112 @@ Piece = Segment | Operation
 """A segment to search, or a layout op kept as it is."""
 
 
-def is_layout(op: Operation) -> bool:
+def is_layout(op: Operation, inside: frozenset[Operation] = frozenset()) -> bool:
     """A layout op, or a collective (``kernel.all_reduce``, a kernel boundary
-    of a tensor-parallel program): kept as it is between segments."""
+    of a tensor-parallel program): kept as it is between segments, unless
+    it is one of ``inside`` (:func:`row_layouts`)."""
+    if op in inside:
+        return False
     return isinstance(op, kernel.AllReduceOp) or (
         isinstance(op, t.TensorOp) and op.KIND in t.LAYOUT_KINDS
     )
 
 
+def along_rows(op: Operation) -> bool:
+    """A slice or concatenation along its operands' last dim: it moves
+    elements within rows only."""
+    return (
+        isinstance(op, t.TensorOp)
+        and op.KIND in ROW_LAYOUT_KINDS
+        and op.dim.value.data == len(t.tensor_shape(op.operands[0])) - 1  # type: ignore[attr-defined]
+    )
+
+
 def needs_partition(fn: func.FuncOp, max_ops: int) -> bool:
-    """Whether ``fn`` holds a layout op or more arithmetic ops than one search takes."""
+    """Whether ``fn`` holds a layout op that cuts (not one of its
+    :func:`row_layouts`) or more arithmetic ops than one search takes."""
     ops = _body(fn)
-    return any(is_layout(op) for op in ops) or len(ops) > max_ops
+    inside = row_layouts(ops, _returned(fn), max_ops)
+    return any(is_layout(op, inside) for op in ops) or len(ops) > max_ops
 
 
 def _body(fn: func.FuncOp) -> list[Operation]:
     return [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
 
 
-def layout_depths(ops: Sequence[Operation]) -> dict[Operation, int]:
-    """Each op's layout depth (a layout op counts itself)."""
+def _returned(fn: func.FuncOp) -> set[SSAValue]:
+    return set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
+
+
+def layout_depths(
+    ops: Sequence[Operation], inside: frozenset[Operation] = frozenset()
+) -> dict[Operation, int]:
+    """Each op's layout depth (a layout op counts itself, unless it is one
+    of ``inside``)."""
     made: dict[SSAValue, int] = {}
     depth: dict[Operation, int] = {}
     for op in ops:
         d = max((made.get(v, 0) for v in op.operands), default=0)
-        d += 1 if is_layout(op) else 0
+        d += 1 if is_layout(op, inside) else 0
         depth[op] = d
         for r in op.results:
             made[r] = d
     return depth
+
+
+def row_layouts(
+    ops: Sequence[Operation], returned: set[SSAValue], max_ops: int
+) -> frozenset[Operation]:
+    """The slices and concatenations along the last dim (:func:`along_rows`)
+    that stay inside a segment: each whose segment, with it inside, is
+    row-local (``fusion.row_fused`` builds it as one kernel). Every such op
+    starts inside; those of a segment that is not (it holds a matmul, a
+    slice of part of a norm's row) are taken out, until none is."""
+    inside = frozenset(op for op in ops if along_rows(op))
+    while inside:
+        cut: set[Operation] = set()
+        for _, found in _by_depth(ops, returned, inside, max_ops):
+            for run in found:
+                held = inside.intersection(run)
+                if held and not _row_fusible(run, returned):
+                    cut |= held
+        if not cut:
+            break
+        inside -= cut
+    return inside
+
+
+def _by_depth(
+    ops: Sequence[Operation],
+    returned: set[SSAValue],
+    inside: frozenset[Operation],
+    max_ops: int,
+) -> list[tuple[list[Operation], list[list[Operation]]]]:
+    """Per depth in turn: its layout ops (those not ``inside``), then its
+    runs of arithmetic ops (``inside`` layout ops among them), the segments
+    before any is cut into stages."""
+    depth = delayed(ops, layout_depths(ops, inside), returned, inside)
+    out = []
+    for d in range(max(depth.values(), default=0) + 1):
+        at = [op for op in ops if depth[op] == d]
+        layouts = [op for op in at if is_layout(op, inside)]
+        arithmetic = [op for op in at if not is_layout(op, inside)]
+        out.append((layouts, runs(arithmetic, max_ops)))
+    return out
+
+
+def _row_fusible(ops: list[Operation], returned: set[SSAValue]) -> bool:
+    """Whether ``ops``, as a function of what they read from outside
+    returning what is read after them or returned, has a row-fused build."""
+    members = set(ops)
+    outputs = [
+        r
+        for op in ops
+        for r in op.results
+        if r in returned or any(u.operation not in members for u in r.uses)
+    ]
+    function = _segment("rows", ops, outputs).function
+    return row_fused(from_function(function)) is not None
 
 
 ELEMENTWISE_KINDS = frozenset(
@@ -102,16 +187,20 @@ ELEMENTWISE_KINDS = frozenset(
 
 
 def delayed(
-    ops: Sequence[Operation], depth: dict[Operation, int], returned: set[SSAValue]
+    ops: Sequence[Operation],
+    depth: dict[Operation, int],
+    returned: set[SSAValue],
+    inside: frozenset[Operation] = frozenset(),
 ) -> dict[Operation, int]:
     """``depth`` with each element-wise island moved to the earliest depth of
     its readers, the latest depths first (so an island feeding a moved one
     moves with it). An island is a connected set of arithmetic ops of one
     depth, all element-wise, none returned, read outside the set only by
-    arithmetic ops of later depths."""
+    arithmetic ops of later depths (``inside`` layout ops count as
+    arithmetic ones)."""
     depth = dict(depth)
     for d in sorted({depth[op] for op in ops}, reverse=True):
-        for island in _islands([op for op in ops if depth[op] == d]):
+        for island in _islands([op for op in ops if depth[op] == d], inside):
             readers = {
                 u.operation
                 for op in island
@@ -123,7 +212,7 @@ def delayed(
                 readers
                 and all(getattr(op, "KIND", None) in ELEMENTWISE_KINDS for op in island)
                 and not any(r in returned for op in island for r in op.results)
-                and all(u in depth and not is_layout(u) for u in readers)
+                and all(u in depth and not is_layout(u, inside) for u in readers)
             )
             if movable and min(depth[u] for u in readers) > d:
                 for op in island:
@@ -131,10 +220,12 @@ def delayed(
     return depth
 
 
-def _islands(ops: Sequence[Operation]) -> list[set[Operation]]:
+def _islands(
+    ops: Sequence[Operation], inside: frozenset[Operation]
+) -> list[set[Operation]]:
     """The connected sets of the arithmetic ops of ``ops`` (all of one depth),
     joined by the values they make and read."""
-    members = [op for op in ops if not is_layout(op)]
+    members = [op for op in ops if not is_layout(op, inside)]
     island = {op: {op} for op in members}
     for op in members:
         for v in op.operands:
@@ -251,14 +342,13 @@ def partition(fn: func.FuncOp, max_ops: int, by_stage: bool = False) -> list[Pie
     """The pieces of ``fn`` in an order that defines every value before use;
     with ``by_stage``, each run is cut into its :func:`stages` as well."""
     ops = _body(fn)
-    returned = set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
-    depth = delayed(ops, layout_depths(ops), returned)
+    returned = _returned(fn)
+    inside = row_layouts(ops, returned, max_ops)
     pieces: list[Piece] = []
     groups: list[list[Operation]] = []
-    for d in range(max(depth.values(), default=0) + 1):
-        pieces += [op for op in ops if is_layout(op) and depth[op] == d]
-        arithmetic = [op for op in ops if not is_layout(op) and depth[op] == d]
-        for run in runs(arithmetic, max_ops):
+    for layouts, found in _by_depth(ops, returned, inside, max_ops):
+        pieces += layouts
+        for run in found:
             for stage in stages(run) if by_stage else [run]:
                 groups.append(stage)
                 pieces.append(len(groups) - 1)  # type: ignore[arg-type]
@@ -273,27 +363,21 @@ def partition(fn: func.FuncOp, max_ops: int, by_stage: bool = False) -> list[Pie
         if not isinstance(piece, int):
             out.append(piece)
             continue
+        outputs = [
+            r
+            for op in groups[piece]
+            for r in op.results
+            if r in returned or users.get(r, set()) - {i}
+        ]
         name = f"{fn.sym_name.data}_s{piece}"
-        out.append(_segment(name, groups[piece], i, users, returned))
+        out.append(_segment(name, groups[piece], outputs))
     return out
 
 
-def _segment(
-    name: str,
-    ops: list[Operation],
-    position: int,
-    users: dict[SSAValue, set[int]],
-    returned: set[SSAValue],
-) -> Segment:
+def _segment(name: str, ops: list[Operation], outputs: list[SSAValue]) -> Segment:
     """The function computing ``ops``: arguments for what they read from
-    outside, results for what is read after them or returned."""
+    outside, results ``outputs``."""
     inputs = outside_operands(ops)
-    outputs = [
-        r
-        for op in ops
-        for r in op.results
-        if r in returned or users.get(r, set()) - {position}
-    ]
     body = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args, strict=True))
     for op in ops:

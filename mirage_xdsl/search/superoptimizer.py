@@ -44,6 +44,7 @@ from types import MappingProxyType
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_layout import Layout
@@ -277,14 +278,18 @@ def superoptimize_function(
     progress = progress or Progress()
     stop = Stop()
     with signals(stop):
-        candidates = _generate(
-            text,
-            options,
-            start + options.budget * (1.0 - reserve(measure)),
-            stop,
-            progress,
-            report,
-            slack(measure),
+        candidates = (
+            _generate(
+                text,
+                options,
+                start + options.budget * (1.0 - reserve(measure)),
+                stop,
+                progress,
+                report,
+                slack(measure),
+            )
+            if enumerable(input_graph)
+            else []
         )
         report.phases["search"] = time.monotonic() - start
         progress.update("verifying" + (" and measuring" if measure else ""), True)
@@ -311,6 +316,13 @@ def superoptimize_function(
             entry["budget"] = options.budget
         cache.put(key, entry)
     return Outcome(best, fn, report, candidates)
+
+
+def enumerable(graph: UGraph) -> bool:
+    """Whether the generator can build ``graph``: it enumerates no layout op,
+    so a segment holding slices or concatenations along its rows
+    (``partition.row_layouts``) has only its default builds (``fusion.py``)."""
+    return not any(op.kind in t.LAYOUT_KINDS for op in graph.ops)
 
 
 def _answers(entry: dict, budget: float) -> bool:
