@@ -12,6 +12,7 @@ Started by ``tests/test_triton.py`` in a subprocess with ``TRITON_INTERPRET=1``
     TRITON_INTERPRET=1 python tests/triton_interpret.py layout 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py slices 0
     TRITON_INTERPRET=1 python tests/triton_interpret.py ops 0
+    TRITON_INTERPRET=1 python tests/triton_interpret.py rotary 0
 """
 
 from __future__ import annotations
@@ -205,6 +206,22 @@ def op_cases() -> None:
             check(f"{kind} fused={fused}", module, op_inputs(module))
 
 
+def rotary_cases() -> None:
+    """The rotary embedding written as plain torch (``tests/rotary_program.py``),
+    captured and searched into one kernel, against torch in fp32 and fp16."""
+    from rotary_program import DTYPES, example, reference, searched
+
+    for dtype in DTYPES:
+        xs = example(dtype)
+        module = searched(dtype).module
+        check(
+            f"rotary {dtype}",
+            module,
+            [x.float().numpy() for x in xs],
+            [reference(xs).numpy()],
+        )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "file":
         file_case(sys.argv[2])
@@ -224,5 +241,7 @@ if __name__ == "__main__":
         slice_cases()
     elif what == "ops":
         op_cases()
+    elif what == "rotary":
+        rotary_cases()
     else:
         random_cases(n, int(sys.argv[3]) if len(sys.argv) > 3 else 0)

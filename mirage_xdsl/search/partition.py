@@ -132,8 +132,11 @@ def row_layouts(
     """The slices and concatenations along the last dim (:func:`along_rows`)
     that stay inside a segment: each whose segment, with it inside, is
     row-local (``fusion.row_fused`` builds it as one kernel). Every such op
-    starts inside; those of a segment that is not (it holds a matmul, a
-    slice of part of a norm's row) are taken out, until none is."""
+    starts inside; in a segment that is not (it holds a matmul, a slice of
+    part of a norm's row), the first of them (those no other one feeds) are
+    taken out, and so on until every segment holding one is row-local: the
+    slices of a matmul's result cut, a concatenation of what they feed
+    stays with the row-local ops after them."""
     inside = frozenset(op for op in ops if along_rows(op))
     while inside:
         cut: set[Operation] = set()
@@ -141,11 +144,21 @@ def row_layouts(
             for run in found:
                 held = inside.intersection(run)
                 if held and not _row_fusible(run, returned):
-                    cut |= held
+                    cut |= _first(run, held)
         if not cut:
             break
         inside -= cut
     return inside
+
+
+def _first(run: list[Operation], held: frozenset[Operation]) -> set[Operation]:
+    """The ops of ``held`` that no op of ``held`` feeds within ``run`` (in
+    program order)."""
+    fed: set[Operation] = set()
+    for op in run:
+        if any(v.owner in fed or v.owner in held for v in op.operands):
+            fed.add(op)
+    return set(held) - fed
 
 
 def _by_depth(
