@@ -1,6 +1,6 @@
 """A rotary embedding's ``rotate_half``: its slices are read in place by the
 kernels that read them (``fold-slices``), and ``q * cos`` joins the segment
-of the add that reads it (``partition.delayed``)."""
+of the add that reads it, with the slices (``partition.row_layouts``)."""
 
 import json
 import os

@@ -19,10 +19,9 @@ between them kept as they are:
   and one kernel; elsewhere it cuts like any layout op;
 - an *element-wise island* (element-wise ops of one depth that read no
   other arithmetic op of their depth and that only arithmetic ops of later
-  depths read, as a rotary embedding's ``q * cos`` read by the add after
-  ``rotate_half``'s slices and concat) moves to the earliest depth that
-  reads it (:func:`delayed`): it joins its reader's segment, one kernel
-  less than a segment of its own;
+  depths read, as ``exp(x)`` read by a matmul after a transpose) moves to
+  the earliest depth that reads it (:func:`delayed`): it joins its reader's
+  segment, one kernel less than a segment of its own;
 - a segment is cut before a matmul or row norm that reads a matmul's
   result (except through ``exp``, as attention does): that op runs in a
   later kernel whatever the search does;
