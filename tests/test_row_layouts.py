@@ -142,6 +142,18 @@ def test_a_slice_along_another_dim_still_cuts() -> None:
     ]
 
 
+def test_a_row_too_long_for_shared_memory_still_cuts() -> None:
+    """Whole rows of 2^17 fp16 elements do not fit one block's shared memory:
+    the fused build cannot be the search's pick, so the layout ops cut."""
+    assert pieces_of(rope(shape=(1, 2, 1, 1 << 17))) == [
+        "kernel.slice",
+        "kernel.slice",
+        ["kernel.neg"],
+        "kernel.concat",
+        ["kernel.mul", "kernel.mul", "kernel.add"],
+    ]
+
+
 def test_slices_of_a_matmuls_result_cut_and_the_concat_after_them_stays() -> None:
     """The slices would join the matmul's segment (with its epilogue
     ``y * cos``), which is not row-local: they cut; the concatenation of the

@@ -54,6 +54,7 @@ from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.regions import outside_operands
 from mirage_xdsl.search.fusion import ROW_LAYOUT_KINDS, row_fused
+from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.ugraph import from_function
 
 
@@ -130,7 +131,8 @@ def row_layouts(
 ) -> frozenset[Operation]:
     """The slices and concatenations along the last dim (:func:`along_rows`)
     that stay inside a segment: each whose segment, with it inside, is
-    row-local (``fusion.row_fused`` builds it as one kernel). Every such op
+    row-local (``fusion.row_fused`` builds it as one kernel that fits
+    shared memory). Every such op
     starts inside; in a segment that is not (it holds a matmul, a slice of
     part of a norm's row), the first of them (those no other one feeds) are
     taken out, and so on until every segment holding one is row-local: the
@@ -181,7 +183,8 @@ def _by_depth(
 
 def _row_fusible(ops: list[Operation], returned: set[SSAValue]) -> bool:
     """Whether ``ops``, as a function of what they read from outside
-    returning what is read after them or returned, has a row-fused build."""
+    returning what is read after them or returned, has a row-fused build
+    that fits shared memory (the default build the search will pick)."""
     members = set(ops)
     outputs = [
         r
@@ -189,8 +192,8 @@ def _row_fusible(ops: list[Operation], returned: set[SSAValue]) -> bool:
         for r in op.results
         if r in returned or any(u.operation not in members for u in r.uses)
     ]
-    function = _segment("rows", ops, outputs).function
-    return row_fused(from_function(function)) is not None
+    fused = row_fused(from_function(_segment("rows", ops, outputs).function))
+    return fused is not None and optimize(fused) is not None
 
 
 ELEMENTWISE_KINDS = frozenset(
