@@ -142,6 +142,21 @@ def test_a_slice_along_another_dim_still_cuts() -> None:
     ]
 
 
+def test_a_slice_nothing_in_its_segment_reads_still_cuts() -> None:
+    """A slice only a reshape reads stays a view of its operand: inside the
+    segment beside ``y * 2`` it would be a copy the kernel writes."""
+    g = new_kernel_graph("view")
+    x, y = g.new_input((2, 64)), g.new_input((2, 64))
+    g.mark_output(g.mul_scalar(y, 2.0))
+    g.mark_output(g.exp(g.reshape(g.slice(x, 1, 0, 32), (2, 2, 16))))
+    assert pieces_of(g.module()) == [
+        ["kernel.mul_scalar"],
+        "kernel.slice",
+        "kernel.reshape",
+        ["kernel.exp"],
+    ]
+
+
 def test_a_row_too_long_for_shared_memory_still_cuts() -> None:
     """Whole rows of 2^17 fp16 elements do not fit one block's shared memory:
     the fused build cannot be the search's pick, so the layout ops cut."""

@@ -133,23 +133,40 @@ def row_layouts(
     that stay inside a segment: each whose segment, with it inside, is
     row-local (``fusion.row_fused`` builds it as one kernel that fits
     shared memory). Every such op
-    starts inside; in a segment that is not (it holds a matmul, a slice of
-    part of a norm's row), the first of them (those no other one feeds) are
-    taken out, and so on until every segment holding one is row-local: the
-    slices of a matmul's result cut, a concatenation of what they feed
-    stays with the row-local ops after them."""
+    starts inside; a slice no op of its segment reads is taken out, and in a
+    segment that is not row-local (it holds a matmul, a slice of part of a
+    norm's row), the first of them (those no other one feeds), and so on
+    until every segment holding one is row-local: the slices of a matmul's
+    result cut, a concatenation of what they feed stays with the row-local
+    ops after them."""
     inside = frozenset(op for op in ops if along_rows(op))
     while inside:
         cut: set[Operation] = set()
         for _, found in _by_depth(ops, returned, inside, max_ops):
             for run in found:
                 held = inside.intersection(run)
-                if held and not _row_fusible(run, returned):
+                idle = _idle(run, held)
+                if idle:
+                    cut |= idle
+                elif held and not _row_fusible(run, returned):
                     cut |= _first(run, held)
         if not cut:
             break
         inside -= cut
     return inside
+
+
+def _idle(run: list[Operation], held: frozenset[Operation]) -> set[Operation]:
+    """The slices of ``held`` that no op of ``run`` reads: inside, one would
+    be a copy the kernel writes; outside, it is a view of its operand or a
+    window its readers read in place (``fold-slices``)."""
+    members = set(run)
+    return {
+        op
+        for op in held
+        if getattr(op, "KIND", None) == "slice"
+        and not any(u.operation in members for r in op.results for u in r.uses)
+    }
 
 
 def _first(run: list[Operation], held: frozenset[Operation]) -> set[Operation]:
