@@ -453,3 +453,51 @@ def test_backend_rejects_unknown_glue():
     gm = torch.fx.symbolic_trace(lambda x: x.exp())
     with pytest.raises(MirageError, match="backend option 'glue'"):
         mirage_backend(gm, [torch.zeros(2)], options={"glue": "nvcc"})
+
+
+def scaled_twice_around_a_write(x, scale, cache, position):
+    y = torch.exp(x * scale.to(x.dtype))  # a µGraph reading fp32 scale as fp16
+    cache.index_copy_(0, position, y)  # torch, between the two
+    return torch.sqrt(cache * scale.to(x.dtype)), scale.view(1, -1)  # a µGraph
+
+
+def test_inductor_glue_converts_an_input_once_for_every_part(monkeypatch):
+    """A part's fp32 input converted to its fp16 program is one conversion in
+    the graph Inductor compiles, shared by both parts; the parts then get
+    their program's dtype, and the results equal torch's."""
+    from mirage_xdsl.torch import part as partition
+
+    graphs = spy_inductor(monkeypatch)
+    given = []
+    mirage = partition.MiragePart._mirage
+
+    def spied(self, inputs):
+        given.extend(x.dtype for x in inputs)
+        return mirage(self, inputs)
+
+    monkeypatch.setattr(partition.MiragePart, "_mirage", spied)
+
+    def run(fn):
+        g = torch.Generator().manual_seed(3)
+        x = torch.rand(2, 4, generator=g).half()
+        scale = torch.rand(4, generator=g) + 0.5
+        cache = torch.zeros(5, 4, dtype=torch.float16)
+        out = fn(x, scale, cache, torch.tensor([0, 2]))
+        return out, cache
+
+    options = {**INTERPRET, "glue": "inductor"}
+    got = run(
+        torch.compile(scaled_twice_around_a_write, backend="mirage", options=options)
+    )
+    torch.testing.assert_close(
+        got, run(scaled_twice_around_a_write), rtol=2e-3, atol=2e-3
+    )
+    (graph,) = graphs
+    nodes = list(graph.graph.nodes)
+    casts = [
+        n for n in nodes if n.target is torch.ops.prims.convert_element_type.default
+    ]
+    assert len(casts) == 1 and casts[0].args[1] == torch.float16
+    parts = [n for n in nodes if str(n.target) == "mirage.part.default"]
+    assert len(parts) == 2 and all(casts[0] in p.args[1] for p in parts)
+    assert set(given) == {torch.float16}

@@ -17,6 +17,12 @@ result, and its constants, contiguous and sharing no storage with its inputs
 of its inputs, or further views of a result, are torch views in the graph.
 Its fake implementation gives each output's shape and dtype from the FX
 node's metadata, on the device of the part's first input.
+
+An input of another dtype than the part's program computes in (rotary's
+fp32 cos and sin, a boolean mask) is converted in the graph, before the op:
+Inductor fuses the conversion into the kernel that makes the input, and one
+converted tensor serves every part that reads it (each decoder layer), where
+the part would convert it itself, one copy kernel per part and call.
 """
 
 from __future__ import annotations
@@ -77,9 +83,11 @@ def as_custom_ops(gm: fx.GraphModule) -> int:
         for n in gm.graph.nodes
         if n.op == "call_module" and isinstance(gm.get_submodule(n.target), MiragePart)
     ]
+    converted: dict[tuple[fx.Node, torch.dtype], fx.Node] = {}
     for node in calls:
         part = gm.get_submodule(node.target)
-        _replace(gm.graph, node, part, register(part))
+        originals = _convert_inputs(gm.graph, node, part, converted)
+        _replace(gm.graph, node, part, register(part), originals)
         gm.graph.erase_node(node)
         gm.delete_submodule(node.target)
     gm.graph.lint()
@@ -87,8 +95,36 @@ def as_custom_ops(gm: fx.GraphModule) -> int:
     return len(calls)
 
 
-def _replace(graph: fx.Graph, node: fx.Node, part: MiragePart, key: str) -> None:
-    """Call the op for ``node`` and give each ``getitem`` of it its output."""
+def _convert_inputs(
+    graph: fx.Graph,
+    node: fx.Node,
+    part: MiragePart,
+    converted: dict[tuple[fx.Node, torch.dtype], fx.Node],
+) -> list[Any]:
+    """Make each input of ``node`` of another dtype than its part's program
+    takes a conversion node (``converted``: those made so far, shared); the
+    inputs as they were."""
+    originals = list(node.args)
+    args = list(originals)
+    for i, (arg, dtype) in enumerate(zip(args, part.input_dtypes, strict=False)):
+        val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
+        if not isinstance(val, torch.Tensor) or val.dtype == dtype:
+            continue
+        if (arg, dtype) not in converted:
+            with graph.inserting_before(node):
+                converted[arg, dtype] = graph.call_function(
+                    torch.ops.prims.convert_element_type.default, (arg, dtype)
+                )
+        args[i] = converted[arg, dtype]
+    node.args = tuple(args)
+    return originals
+
+
+def _replace(
+    graph: fx.Graph, node: fx.Node, part: MiragePart, key: str, originals: list[Any]
+) -> None:
+    """Call the op for ``node`` and give each ``getitem`` of it its output
+    (an output that is a view of an input views ``originals``' tensor)."""
     inputs = list(node.args)
     with graph.inserting_before(node):
         call = graph.call_function(torch.ops.mirage.part.default, (key, inputs))
@@ -106,7 +142,7 @@ def _replace(graph: fx.Graph, node: fx.Node, part: MiragePart, key: str) -> None
             if i not in made:
                 o = part.outputs[i]
                 if o.source == "input":
-                    base = inputs[o.index]
+                    base = originals[o.index]
                     dtype = _input_dtype(part, o.index)
                 else:
                     base = made[first[o.index]]
