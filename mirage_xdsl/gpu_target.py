@@ -46,6 +46,10 @@ class Target:
     l2_bytes: int
     sm_dram_bandwidth: float
     """What one SM can pull from memory on its own."""
+    block_bandwidth: float
+    """What one block streams on its own: the tiles its warps load, change
+    layout and compute on per second (far below an SM's share of the memory
+    when it is the SM's only block)."""
     smem_bandwidth_per_sm: float
     tensor_flops: float
     cuda_flops: float
@@ -85,6 +89,7 @@ H100 = Target(
     l2_bandwidth=7.0e12,
     l2_bytes=50 * 2**20,
     sm_dram_bandwidth=70e9,
+    block_bandwidth=40e9,
     smem_bandwidth_per_sm=128 * 1.755e9,
     tensor_flops=750e12,
     cuda_flops=60e12,

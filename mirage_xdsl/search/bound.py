@@ -96,8 +96,12 @@ def kernel_bound(
     if isinstance(item, Layout):
         sources = item.sources
         sizes = generator.full_axes.sizes
-        blocks = min(math.prod(sizes[t] for t in item.grid), target.sms)
-        bandwidth = min(target.dram_bandwidth, blocks * target.sm_dram_bandwidth)
+        blocks = math.prod(sizes[t] for t in item.grid)
+        bandwidth = min(
+            target.dram_bandwidth,
+            min(blocks, target.sms) * target.sm_dram_bandwidth,
+            cost_model.block_streaming(blocks, target),
+        )
     else:
         sources = item.operands
         bandwidth = target.dram_bandwidth

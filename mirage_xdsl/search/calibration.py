@@ -36,6 +36,7 @@ FITTED = (
     "dram_bandwidth",
     "l2_bandwidth",
     "sm_dram_bandwidth",
+    "block_bandwidth",
     "smem_bandwidth_per_sm",
     "tensor_flops",
     "cuda_flops",

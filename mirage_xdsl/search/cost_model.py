@@ -6,8 +6,9 @@ loaded again by other blocks served from L2), L2-to-SM bytes, shared-memory
 traffic of the block ops (thread graphs keep their intermediates in
 registers), tensor-core FLOPs of block matmuls (padded to the mma shape) and
 CUDA-core FLOPs of the rest. A grid with fewer blocks than SMs leaves
-bandwidth and compute idle, a for-loop streams no faster than its blocks'
-tiles in flight allow (:func:`streaming_bandwidth`), and each for-loop
+bandwidth and compute idle, a block streams its tiles no faster than its own
+warps move them (:func:`block_streaming`), a for-loop streams no faster than
+its blocks' tiles in flight allow (:func:`streaming_bandwidth`), and each for-loop
 iteration adds latency that pipelining does not hide completely. Library ops (the input program) are
 costed as ideal vendor kernels: inputs read and output written once (a
 transpose like any element-wise copy); a reshape, which the lowering makes an
@@ -187,6 +188,7 @@ def customized_cost(
     seconds = max(
         dram / dram_bw,
         l2 / (target.l2_bandwidth * share),
+        l2 / block_streaming(blocks, target),
         smem / (target.smem_bandwidth_per_sm * active),
         tensor_flops / (target.tensor_flops * share),
         cuda_flops / (target.cuda_flops * share),
@@ -239,6 +241,16 @@ def streaming_bandwidth(blocks: int, tile_bytes: float, target: Target) -> float
     split-K and deep tiles buy."""
     resident = min(blocks, RESIDENT_BLOCKS * target.sms)
     return resident * tile_bytes / target.load_latency_seconds
+
+
+def block_streaming(blocks: int, target: Target) -> float:
+    """What a grid's blocks stream together when each moves its tiles at
+    ``target.block_bandwidth`` (loads issued, layouts changed, arithmetic
+    done by its own warps), with up to :data:`RESIDENT_BLOCKS` running on
+    each SM at once. A grid of few blocks over a long loop (one block per
+    head walking a thousand keys) is bound by this, however few bytes it
+    reads in all: what splitting the loop's axis over more blocks buys."""
+    return min(blocks, RESIDENT_BLOCKS * target.sms) * target.block_bandwidth
 
 
 def _loop_ops(graph: BlockGraph) -> set[int]:

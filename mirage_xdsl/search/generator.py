@@ -28,6 +28,7 @@ independently.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -42,7 +43,7 @@ from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
 from mirage_xdsl.search.fusion import row_local
-from mirage_xdsl.search.instantiate import Plan, size_choices
+from mirage_xdsl.search.instantiate import SMALL_AXIS, TILES, Plan, size_choices
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.task import Prefix, Step, Task, TaskResult, step_key
@@ -226,18 +227,50 @@ class Generator:
 
     def items(self, prefix: Prefix, final: bool = False) -> list[Layout | KernelOp]:
         """Layouts and library ops that may extend a prefix, each reading every
-        tensor the prefix left unused (deterministic). A last kernel must also
-        see every argument the outputs still missing depend on."""
+        tensor the prefix left unused (deterministic). A kernel must see every
+        argument the outputs still missing depend on, unless it is not the
+        last and may feed a later kernel (:meth:`_may_feed`)."""
         state = self.state(prefix)
         if state is None:
             return []
         dangling = self._dangling(prefix, state)
-        needed = self._needed(state) if final else frozenset()
+        needed = self._needed(state)
         out: list[Layout | KernelOp] = [
             op for op in self._library_items(state) if dangling <= set(op.operands)
         ]
-        out += [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
-        return [item for item in out if self._sees(state, _sources(item), needed)]
+        layouts = [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
+        out += sorted(layouts, key=self._blocks_first)
+        return [
+            item
+            for item in out
+            if self._sees(state, _sources(item), needed)
+            or (not final and self._may_feed(state, item))
+        ]
+
+    def _blocks_first(self, layout: Layout) -> tuple[int, int]:
+        """Layouts of fewer sources first, and among those the ones whose
+        grids may hold the most blocks (the smallest tiles ``instantiate``
+        gives a split axis): their kernels are the likeliest to be cheap, and
+        once one is found the cost bound skips the layouts of a handful of
+        blocks, whose block graphs take the longest to search."""
+        sizes = [self.full_axes.sizes[t] for t in layout.grid]
+        blocks = math.prod(n if n <= SMALL_AXIS else n // min(TILES) for n in sizes)
+        return len(layout.sources), -blocks
+
+    def _may_feed(self, state: State, item: Layout | KernelOp) -> bool:
+        """Whether ``item``'s outputs may be read by a later kernel: always,
+        for a library op or with ``chain='all'``; with ``chain='partial'``,
+        only a layout whose outputs can be partial: its grid splits an axis
+        the program sums or takes a maximum over, or it reads partial sums.
+        A kernel that can neither feed another nor complete the outputs (a
+        block per head reading the queries and keys but not the values) is
+        not searched."""
+        if isinstance(item, KernelOp) or self.options.chain == "all":
+            return True
+        combined = self.axes.reduced | self.axes.maxed
+        return any(t in combined for t in item.grid) or any(
+            state.tensors[v].partial for v in item.sources
+        )
 
     def _missing(self, state: State) -> list[int]:
         """The targets no kernel tensor of the prefix matches yet."""
