@@ -51,7 +51,7 @@ def row_local(ug: UGraph) -> bool:
     result from the same rows of its operands: every result of one rank,
     arguments of that rank or lower (lined up with the trailing dims), and
     every slice pushable to the arguments (none takes part of a norm's row)."""
-    return _row_ops(ug) and _Rows(ug).outputs() is not None
+    return _row_ops(ug) and _Rows(ug).build() is not None
 
 
 def _row_ops(ug: UGraph) -> bool:
@@ -79,77 +79,77 @@ def _rank(ug: UGraph) -> int:
 
 
 class _Rows:
-    """The block ops of a row-local program, built from its outputs back.
+    """The block ops of a row-local program.
 
-    A value is named by a *ref*: ``-1 - k`` for the ``k``-th argument read
-    (``reads[k]``: an argument and the window of its last dim it reads, or
-    None for all of it), ``j`` for the ``j``-th block op (``ops[j]``, with
-    the position of the program op it computes). Each value is built once
-    per range of columns it is needed for."""
+    First the columns each tensor is needed for are found, from the outputs
+    back (:meth:`_parts`: a slice needs its window of its operand, a
+    concatenation the parts of its pieces, an element-wise op the same
+    columns of its operands); then each tensor is built once per range of
+    columns, in program order. A value is named by a *ref*: ``-1 - k`` for
+    the ``k``-th argument read (``reads[k]``: an argument and the window of
+    its last dim it reads, or None for all of it), ``j`` for ``ops[j]``."""
 
     def __init__(self, ug: UGraph):
         self.ug = ug
         self.shapes = kernel_shapes(ug)
         self.first = len(ug.inputs)
         self.reads: list[tuple[int, Window | None]] = []
-        self.ops: list[tuple[int, Op]] = []
-        self.built: dict[tuple[int, int, int], int | None] = {}
+        self.ops: list[Op] = []
 
-    def outputs(self) -> list[int] | None:
+    def build(self) -> list[int] | None:
         """The ref of each output, whole; None when a slice cannot be pushed
-        to the arguments."""
-        refs = [self.columns(v, 0, self.shapes[v][-1]) for v in self.ug.outputs]
-        return None if None in refs else refs  # type: ignore[return-value]
+        to the arguments (it takes part of a norm's row)."""
+        need: list[set[tuple[int, int]]] = [set() for _ in self.shapes]
+        for v in self.ug.outputs:
+            need[v].add((0, self.shapes[v][-1]))
+        for v in reversed(range(self.first, len(self.shapes))):
+            for lo, hi in need[v]:
+                parts = self._parts(v, lo, hi)
+                if parts is None:
+                    return None
+                for u, a, b in parts:
+                    need[u].add((a, b))
+        refs: dict[tuple[int, int, int], int] = {}
+        for v, columns in enumerate(need):
+            for lo, hi in sorted(columns):
+                refs[v, lo, hi] = self._make(v, lo, hi, refs)
+        return [refs[v, 0, self.shapes[v][-1]] for v in self.ug.outputs]
 
-    def columns(self, v: int, lo: int, hi: int) -> int | None:
-        """The ref of columns ``[lo, hi)`` of tensor ``v``'s last dim."""
-        key = (v, lo, hi)
-        if key not in self.built:
-            self.built[key] = self._build(v, lo, hi)
-        return self.built[key]
-
-    def _build(self, v: int, lo: int, hi: int) -> int | None:
-        width = self.shapes[v][-1]
-        if v < self.first:
-            last = len(self.shapes[v]) - 1
-            return self._read(v, None if (lo, hi) == (0, width) else (last, lo, hi))
+    def _parts(self, v: int, lo: int, hi: int) -> list[tuple[int, int, int]] | None:
+        """The columns of its operands that columns ``[lo, hi)`` of op result
+        ``v`` are made of, as ``(tensor, lo, hi)``."""
         op = self.ug.ops[v - self.first]
+        width = self.shapes[v][-1]
         if op.kind == "slice":
             start = dict(op.attrs)["start"]
-            return self.columns(op.operands[0], start + lo, start + hi)
+            return [(op.operands[0], start + lo, start + hi)]
         if op.kind == "concat":
-            return self._concat(v, op, lo, hi)
+            a, b = op.operands
+            n = self.shapes[a][-1]
+            left = [(a, lo, min(hi, n))] if lo < n else []
+            return left + ([(b, max(lo - n, 0), hi - n)] if hi > n else [])
         if (lo, hi) != (0, width) and op.kind not in ELEMENTWISE:
             return None  # part of a norm's row: the norm needs all of it
-        args = []
-        for u in op.operands:
-            n = self.shapes[u][-1]
-            args.append(
-                self.columns(u, lo, hi) if n == width else self.columns(u, 0, n)
-            )
-        if None in args:
-            return None
-        return self._emit(v, Op(op.kind, tuple(args), op.attrs))  # type: ignore[arg-type]
+        return [
+            (u, lo, hi) if self.shapes[u][-1] == width else (u, 0, self.shapes[u][-1])
+            for u in op.operands
+        ]
 
-    def _concat(self, v: int, op: KernelOp, lo: int, hi: int) -> int | None:
-        a, b = op.operands
-        n = self.shapes[a][-1]
-        if hi <= n:
-            return self.columns(a, lo, hi)
-        if lo >= n:
-            return self.columns(b, lo - n, hi - n)
-        left, right = self.columns(a, lo, n), self.columns(b, 0, hi - n)
-        if left is None or right is None:
-            return None
-        return self._emit(v, Op("concat", (left, right), op.attrs))
-
-    def _read(self, v: int, window: Window | None) -> int:
-        if (v, window) not in self.reads:
-            self.reads.append((v, window))
-        return -1 - self.reads.index((v, window))
-
-    def _emit(self, v: int, op: Op) -> int:
-        self.ops.append((v, op))
+    def _make(
+        self, v: int, lo: int, hi: int, refs: dict[tuple[int, int, int], int]
+    ) -> int:
+        """The ref of columns ``[lo, hi)`` of tensor ``v``, its parts made."""
+        if v < self.first:
+            whole = (lo, hi) == (0, self.shapes[v][-1])
+            window = None if whole else (len(self.shapes[v]) - 1, lo, hi)
+            if (v, window) not in self.reads:
+                self.reads.append((v, window))
+            return -1 - self.reads.index((v, window))
+        op = self.ug.ops[v - self.first]
+        parts = [refs[p] for p in self._parts(v, lo, hi) or ()]
+        if op.kind in ROW_LAYOUT_KINDS and len(parts) == 1:
+            return parts[0]
+        self.ops.append(Op(op.kind, tuple(parts), op.attrs))
         return len(self.ops) - 1
 
     def order(self) -> list[int]:
@@ -159,8 +159,7 @@ class _Rows:
             range(len(self.reads)),
             key=lambda k: (self.reads[k][0], self.reads[k][1] or ()),
         )
-        ops = sorted(range(len(self.ops)), key=lambda j: (self.ops[j][0], j))
-        return [-1 - k for k in reads] + ops
+        return [-1 - k for k in reads] + list(range(len(self.ops)))
 
 
 def row_fused(ug: UGraph) -> UGraph | None:
@@ -170,7 +169,7 @@ def row_fused(ug: UGraph) -> UGraph | None:
     if not _row_ops(ug):
         return None
     built = _Rows(ug)
-    refs = built.outputs()
+    refs = built.build()
     if refs is None:
         return None
     rank = _rank(ug)
@@ -198,8 +197,7 @@ def row_fused(ug: UGraph) -> UGraph | None:
         for v, window in (built.reads[-1 - ref] for ref in order if ref < 0)
     )
     ops = tuple(
-        Op(op.kind, tuple(local[r] for r in op.operands), op.attrs)
-        for op in (built.ops[ref][1] for ref in order if ref >= 0)
+        Op(op.kind, tuple(local[r] for r in op.operands), op.attrs) for op in built.ops
     )
     outputs = tuple(
         (local[r], _imap(shapes[v], rows, dims))
