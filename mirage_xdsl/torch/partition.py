@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.utils.fuser_utils import (
     erase_nodes,
@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_flatten
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
 from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
+from mirage_xdsl.torch.rules.siblings import is_linear, linear_operands
 
 LAYOUT_OPS = frozenset(
     {
@@ -189,13 +190,22 @@ class Account:
 
 
 def partition(gm: fx.GraphModule) -> Account:
-    """The µGraphs of ``gm`` and the reason each other op stays torch."""
+    """The µGraphs of ``gm`` and the reason each other op stays torch.
+
+    torch.export's metadata checks (:data:`IGNORED`) are erased first: they
+    compute nothing, but a check reading a value inside a part would make
+    the value an output of the part (a norm's result, say, which then could
+    not stay inside the kernel of the matmul reading it)."""
+    for node in list(gm.graph.nodes):
+        if node.target in IGNORED and not node.users:
+            gm.graph.erase_node(node)
     support = Support(gm.graph)
     converted: dict[frozenset[str], Part | str] = {}
     while True:
         proposed = CapabilityBasedPartitioner(
             gm, support, allows_single_node_partition=True
         ).propose_partitions()
+        hoist_siblings(proposed)
         parts, retry = [], False
         for i, p in enumerate(proposed):
             nodes = topo_sort(list(p.nodes))
@@ -213,10 +223,74 @@ def partition(gm: fx.GraphModule) -> Account:
     taken = {n for part in parts for n in part.nodes}
     for node in gm.graph.nodes:
         if node.op == "call_function" and node not in taken:
-            if node.target in IGNORED:
-                continue
             account.torch[node] = support.reason(node) or "only layout changes"
     return account
+
+
+def hoist_siblings(proposed: list[Partition]) -> None:
+    """Move each linear into an earlier partition holding a linear of the
+    same input, with the views and weight transposes only it reads there,
+    where nothing it reads comes later than that partition.
+
+    The partitioner groups a node with its users: a Llama layer's query
+    projection joins the attention, after the KV-cache write that stays
+    torch, while the key and value projections of the same normalised input
+    end the part before it. Moved to them, the three are one skinny matmul
+    (``rules/siblings.py``) and the normalised input is no part's output."""
+    owner = {n: p for p in proposed for n in p.nodes}
+    for late in proposed:
+        for node in topo_sort(list(late.nodes)):
+            if owner.get(node) is not late or not is_linear(node):
+                continue
+            source = linear_operands(node)[0]
+            for early in proposed:
+                if early is late or not any(
+                    is_linear(m) and linear_operands(m)[0] is source
+                    for m in early.nodes
+                ):
+                    continue
+                moved = _hoistable(node, late, early, owner)
+                if moved:
+                    for n in moved:
+                        late.remove_node(n)
+                        early.add_node(n)
+                        owner[n] = early
+                    break
+    proposed[:] = [p for p in proposed if p.size()]
+
+
+def _hoistable(
+    node: fx.Node, late: Partition, early: Partition, owner: dict[fx.Node, Partition]
+) -> list[fx.Node]:
+    """``node`` and what only it reads of ``late``, if ``early`` can take them
+    without reading anything computed after it; else nothing."""
+    before = _ancestors(early.nodes)
+    if any(n in before for n in late.nodes):
+        return []
+    taken, todo = [node], [node]
+    while todo:
+        for arg in todo.pop().all_input_nodes:
+            if arg in taken or owner.get(arg) is early or arg in before:
+                continue
+            if arg.op in ("placeholder", "get_attr"):
+                continue
+            if owner.get(arg) is not late or any(u not in taken for u in arg.users):
+                return []
+            taken.append(arg)
+            todo.append(arg)
+    return taken
+
+
+def _ancestors(nodes) -> set[fx.Node]:
+    """Every node ``nodes`` read, directly or through others."""
+    seen: set[fx.Node] = set()
+    todo = [a for n in nodes for a in n.all_input_nodes]
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(n.all_input_nodes)
+    return seen
 
 
 def _convert(
