@@ -230,6 +230,68 @@ def test_slices_are_pushed_through_element_wise_ops_and_concats() -> None:
     np.testing.assert_allclose(run(fused, xs)[0], run(module, xs)[0], rtol=1e-6)
 
 
+def random_rows(seed: int):
+    """A random row-local program over rows [2, 3]: slices and
+    concatenations along the last dim among element-wise ops, row sums
+    added back and norms (no slice takes part of a norm's row: that cannot
+    be fused)."""
+    rng = np.random.default_rng(seed)
+    g = new_kernel_graph(f"rows_{seed}")
+    args = [g.new_input((2, 3, int(rng.choice([8, 16, 24])))) for _ in range(2)]
+    values = list(args)
+    normed: set = set()
+    """Values a norm's whole row went into."""
+
+    def pick(pool):
+        return pool[int(rng.integers(len(pool)))]
+
+    for _ in range(int(rng.integers(3, 9))):
+        x = pick(values)
+        width = x.type.get_shape()[-1]
+        kind = int(rng.integers(6))
+        whole = [v for v in values if v not in normed and v.type.get_shape()[-1] > 1]
+        if kind == 0 and whole:
+            x = pick(whole)
+            width = x.type.get_shape()[-1]
+            start = int(rng.integers(0, width - 1))
+            new = g.slice(x, 2, start, int(rng.integers(start + 1, width + 1)))
+        elif kind == 1:
+            new = g.concat(x, pick(values), 2)
+        elif kind == 2:
+            new = g.exp(g.mul_scalar(x, 0.1))
+        elif kind == 3:
+            new = g.mul(x, pick([v for v in values if v.type.get_shape()[-1] == width]))
+        elif kind == 4:
+            new = g.add(x, g.reduction(x, 2))
+        else:
+            new = g.rms_norm(x)
+            normed.add(new)
+        if kind != 0 and any(v in normed for v in new.owner.operands):
+            normed.add(new)
+        values.append(new)
+    for v in values[len(args) :]:
+        if not v.uses:
+            g.mark_output(v)
+    return g.module()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_row_local_programs_fuse_into_one_equal_kernel(seed: int) -> None:
+    module = random_rows(seed)
+    fused = row_fused(from_function(entry_function(module)))
+    assert fused is not None
+    found = to_module(fused)
+    assert kernel_ops(found) == ["kernel.customized"]
+    assert equivalent(module, found)
+    rng = np.random.default_rng(seed)
+    xs = [
+        rng.uniform(0.5, 1.5, a.type.get_shape()).astype(np.float32)
+        for a in entry_function(module).args
+    ]
+    for got, want in zip(run(found, xs), run(module, xs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def test_the_verifier_refutes_a_fused_build_reading_the_wrong_window() -> None:
     """The fused build is proved equal to the ops it replaces; the same build
     reading each half of the row from the other half is refuted."""
