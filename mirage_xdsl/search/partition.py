@@ -131,14 +131,13 @@ def row_layouts(
 ) -> frozenset[Operation]:
     """The slices and concatenations along the last dim (:func:`along_rows`)
     that stay inside a segment: each whose segment, with it inside, is
-    row-local (``fusion.row_fused`` builds it as one kernel that fits
-    shared memory). Every such op
-    starts inside; a slice no op of its segment reads is taken out, and in a
-    segment that is not row-local (it holds a matmul, a slice of part of a
-    norm's row), the first of them (those no other one feeds), and so on
-    until every segment holding one is row-local: the slices of a matmul's
-    result cut, a concatenation of what they feed stays with the row-local
-    ops after them."""
+    row-local (``fusion.row_fused`` builds it as one kernel that fits shared
+    memory). Every such op starts inside; a slice no op of its segment reads
+    is taken out, and of a segment that is not row-local (it holds a
+    matmul, or a slice of part of a norm's row), the first of them (those no
+    other one feeds), and so on until every segment holding one is
+    row-local: the slices of a matmul's result cut, a concatenation of what
+    they feed stays with the row-local ops after them."""
     inside = frozenset(op for op in ops if along_rows(op))
     while inside:
         cut: set[Operation] = set()
@@ -201,7 +200,7 @@ def _by_depth(
 def _row_fusible(ops: list[Operation], returned: set[SSAValue]) -> bool:
     """Whether ``ops``, as a function of what they read from outside
     returning what is read after them or returned, has a row-fused build
-    that fits shared memory (the default build the search will pick)."""
+    that fits shared memory (a default build the search can pick)."""
     members = set(ops)
     outputs = [
         r
