@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from xdsl.dialects import func
 
+from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.search import canonical
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
@@ -43,7 +44,13 @@ from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
 from mirage_xdsl.search.fusion import row_local
-from mirage_xdsl.search.instantiate import SMALL_AXIS, TILES, Plan, size_choices
+from mirage_xdsl.search.instantiate import (
+    SMALL_AXIS,
+    TILES,
+    Plan,
+    size_choices,
+    smallest_tile,
+)
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.task import Prefix, Step, Task, TaskResult, step_key
@@ -57,6 +64,11 @@ from mirage_xdsl.search.ugraph import (
 
 MINI_AXIS = 64
 GRAPHS_PER_OUTPUT_SET = 24
+GRAPHS_PER_PARTIAL_SET = 4
+"""Block graphs kept for an output set of partial sums: each is a prefix
+that the next depth costs at full shapes before extending it, and they all
+write the same tensors, so the next kernels are searched once for all of
+them; a few alternatives keep the cheapest likely among them."""
 
 
 def miniature(function: func.FuncOp, axes: L.Axes) -> func.FuncOp:
@@ -243,9 +255,28 @@ class Generator:
         return [
             item
             for item in out
-            if self._sees(state, _sources(item), needed)
-            or (not final and self._may_feed(state, item))
+            if (
+                self._sees(state, _sources(item), needed)
+                or (not final and self._may_feed(state, item))
+            )
+            and (isinstance(item, KernelOp) or self._fits(state, item))
         ]
+
+    def _fits(self, state: State, layout: Layout) -> bool:
+        """Whether the layout's sources, in the smallest tiles its sizes at
+        full shapes allow (``instantiate.smallest_tile``), fit a block's
+        shared memory together. Every block graph reads all of its inputs
+        and holds them at once, so a layout that fails this (one block per
+        head holding 1024 keys and 1024 values whole) yields no candidate
+        the µGraph optimizer keeps, however long its block graphs are
+        searched."""
+        elem = 4 if self.program.dtype == "f32" else 2
+        sizes = self.full_axes.sizes
+        need = sum(
+            elem * math.prod(smallest_tile(lab, layout, sizes) for lab in t.labels)
+            for t in (state.tensors[v] for v in layout.sources)
+        )
+        return need <= H100.shared_memory_per_block
 
     def _blocks_first(self, layout: Layout) -> tuple[int, int]:
         """Layouts of fewer sources first, and among those the ones whose
@@ -377,7 +408,9 @@ class Generator:
         for outputs in self._output_sets(task, state, saved):
             if search.spent:
                 break
-            for graph in search.graphs(outputs, GRAPHS_PER_OUTPUT_SET):
+            partial = any(s.tensor.partial for s in outputs)
+            limit = GRAPHS_PER_PARTIAL_SET if partial else GRAPHS_PER_OUTPUT_SET
+            for graph in search.graphs(outputs, limit):
                 made = [(s.tensor, s.value) for s in outputs]
                 self._extend(task, state, keys, graph, item.sources, made, result)
         result.stats.add(search.stats)

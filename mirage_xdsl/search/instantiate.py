@@ -78,6 +78,20 @@ def _shared_splits(n: int, grid: int) -> list[int]:
     ]
 
 
+def smallest_tile(label: L.Label, layout: Layout, axis_sizes: dict) -> int:
+    """The fewest elements along a dim labelled ``label`` that any of
+    :func:`size_choices` gives a block: one on an axis the grid splits (a
+    small axis one index per block; a row-wise kernel's rows as few as one),
+    the shortest loop tile on the loop's axis, the whole of any other axis,
+    and one for a label that is no plain axis (a bound, never more)."""
+    if not L.is_axis(label):
+        return 1
+    n = axis_sizes[label]
+    if label == layout.loop:
+        return min(n, min(LOOP_TILES))
+    return 1 if label in layout.grid else n
+
+
 def _parts(layout: Layout, sources: Sequence[Tensor], sizes: dict) -> int | None:
     """Number of partial results a split-part loop token walks."""
     token = layout.loop
