@@ -53,7 +53,9 @@ def test_another_executor_runs_the_tasks_and_picks_the_same() -> None:
     assert len(pool.submitted) == math.ceil(there.report.tasks[0] / 4)
     assert picked(there) == picked(alone)
     assert there.report.best_cost == alone.report.best_cost
-    assert there.report.explored == alone.report.explored
+    # A task sent away carries the bound known when it was sent; the local
+    # search reads the bound as candidates come, so it may skip more.
+    assert there.report.explored >= alone.report.explored
 
 
 def test_a_task_carries_the_bound_and_the_deadline_of_its_sender() -> None:
