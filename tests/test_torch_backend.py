@@ -501,3 +501,28 @@ def test_inductor_glue_converts_an_input_once_for_every_part(monkeypatch):
     parts = [n for n in nodes if str(n.target) == "mirage.part.default"]
     assert len(parts) == 2 and all(casts[0] in p.args[1] for p in parts)
     assert set(given) == {torch.float16}
+
+
+def two_slices_around_a_write(x, w, cache, position):
+    y = torch.exp(x @ w)  # a µGraph; its one row's slices are views of y
+    a, b = y[..., :4], y[..., 4:]
+    cache.index_copy_(0, position, b)
+    return a, b, position + 1
+
+
+def test_inductor_glue_parts_return_no_outputs_sharing_a_buffer():
+    """A searched part returns two slices of one result as views of its
+    buffer; the op Inductor calls may not return aliases, so the second is
+    its own copy, and the results equal torch's."""
+
+    def run(fn):
+        g = torch.Generator().manual_seed(0)
+        x, w = torch.randn(1, 3, generator=g), torch.randn(3, 8, generator=g)
+        cache = torch.zeros(5, 4)
+        return fn(x, w, cache, torch.tensor([2])), cache
+
+    options = {"cpu": "interpret", "budget": 2, "glue": "inductor"}
+    compiled = torch.compile(
+        two_slices_around_a_write, backend="mirage", options=options
+    )
+    torch.testing.assert_close(run(compiled), run(two_slices_around_a_write))

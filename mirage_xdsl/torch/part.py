@@ -253,15 +253,20 @@ class MiragePart(torch.nn.Module):
 
     def compute(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         """The :attr:`computed` outputs of a call, falling back as ``forward``
-        does; each contiguous and sharing no storage with an input or a
-        constant."""
+        does; each contiguous and sharing no storage with an input, a
+        constant or another output (two slices of one program result are
+        views of one buffer)."""
         out = self.forward(*inputs)
-        return [
-            out[i].clone()
-            if self.outputs[i].source == "constant"
-            else _fresh(out[i].contiguous(), inputs)
-            for i in self.computed
-        ]
+        taken = {x.untyped_storage().data_ptr() for x in inputs}
+        made = []
+        for i in self.computed:
+            y = out[i].contiguous()
+            storage = y.untyped_storage().data_ptr()
+            if self.outputs[i].source == "constant" or storage in taken:
+                y = y.clone()
+            taken.add(y.untyped_storage().data_ptr())
+            made.append(y)
+        return made
 
     def _mirage(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
@@ -311,12 +316,3 @@ def computed_outputs(outputs: list[Output]) -> list[int]:
         if o.source == "program":
             seen.add(o.index)
     return out
-
-
-def _fresh(x: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """``x``, or a copy of it if it shares storage with one of ``inputs``
-    (a part's own torch ops may return a view)."""
-    storage = x.untyped_storage().data_ptr()
-    if any(i.untyped_storage().data_ptr() == storage for i in inputs):
-        return x.clone()
-    return x
