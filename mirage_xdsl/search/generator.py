@@ -7,11 +7,9 @@ in the canonical order of :mod:`canonical`, every new tensor's abstract
 expression must be a subexpression of the target's, and a step that only
 recomputes a tensor the prefix already has is dropped.
 
-The search is structural, so it runs on a *miniature* of the program: every
-axis longer than :data:`MINI_AXIS` is shortened to it (4096 keys become 64),
-which keeps fingerprints cheap. Maps follow from labels, not sizes, so a
-plan found on the miniature is instantiated at the real shapes afterwards
-(``instantiate.py``) and checked there.
+The search is structural, so it runs on a *miniature* of the program
+(``miniature.py``: long axes shortened); complete plans are instantiated at
+the real shapes afterwards (``instantiate.py``) and checked there.
 
 The search deepens one kernel at a time (``max_kernels``). A prefix is only
 extended if it leaves something to do: the last kernel must consume every
@@ -28,14 +26,12 @@ independently.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func
 
-from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.search import canonical
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search import rules as R
@@ -45,12 +41,12 @@ from mirage_xdsl.search.block_search import BlockSearch, Saved
 from mirage_xdsl.search.fingerprint import evaluate, fingerprint, same, valid
 from mirage_xdsl.search.fusion import row_local
 from mirage_xdsl.search.instantiate import (
-    SMALL_AXIS,
-    TILES,
     Plan,
+    fits_shared_memory,
+    most_blocks,
     size_choices,
-    smallest_tile,
 )
+from mirage_xdsl.search.miniature import miniature, run_library
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.task import Prefix, Step, Task, TaskResult, step_key
@@ -59,33 +55,14 @@ from mirage_xdsl.search.ugraph import (
     UGraph,
     from_function,
     result_shape,
-    to_function,
 )
 
-MINI_AXIS = 64
 GRAPHS_PER_OUTPUT_SET = 24
 GRAPHS_PER_PARTIAL_SET = 4
 """Block graphs kept for an output set of partial sums: each is a prefix
 that the next depth costs at full shapes before extending it, and they all
 write the same tensors, so the next kernels are searched once for all of
 them; a few alternatives keep the cheapest likely among them."""
-
-
-def miniature(function: func.FuncOp, axes: L.Axes) -> func.FuncOp:
-    """The same program with every long axis shortened to MINI_AXIS."""
-
-    def small(label: L.Label, size: int) -> int:
-        if L.is_axis(label) and size > MINI_AXIS and size % MINI_AXIS == 0:
-            return MINI_AXIS
-        return size
-
-    ug = from_function(function)
-    args = function.body.block.args
-    inputs = tuple(
-        tuple(small(lab, s) for lab, s in zip(axes.labels[a], shape, strict=True))
-        for a, shape in zip(args, ug.inputs, strict=True)
-    )
-    return to_function(replace(ug, inputs=inputs))
 
 
 def block_op_bound(program: UGraph, max_ops: int) -> int:
@@ -135,7 +112,7 @@ class Generator:
         self.arg_names = frozenset(
             name for t in self.args if t.expr is not None for name in t.expr.variables()
         )
-        self.target_values = _run_library(self.program, values)
+        self.target_values = run_library(self.program, values)
         self._states: dict[Prefix, State | None] = {
             Prefix(): State(list(self.args), values)
         }
@@ -241,52 +218,40 @@ class Generator:
         """Layouts and library ops that may extend a prefix, each reading every
         tensor the prefix left unused (deterministic). A kernel must see every
         argument the outputs still missing depend on, unless it is not the
-        last and may feed a later kernel (:meth:`_may_feed`)."""
+        last and may feed a later kernel (:meth:`_may_feed`); a layout must
+        fit its sources in shared memory (``instantiate.fits_shared_memory``).
+        Library ops come first, then layouts that can complete the outputs,
+        of fewer sources, of more blocks (``instantiate.most_blocks``): the
+        cheap one-kernel forms are found early, the cost bound then skips the
+        few-block layouts (the slowest to search), and the split forms'
+        prefixes lead the next depth."""
         state = self.state(prefix)
         if state is None:
             return []
         dangling = self._dangling(prefix, state)
         needed = self._needed(state)
-        out: list[Layout | KernelOp] = [
-            op for op in self._library_items(state) if dangling <= set(op.operands)
-        ]
-        layouts = [lay for lay in self._layouts(state) if dangling <= set(lay.sources)]
-        out += sorted(layouts, key=self._blocks_first)
-        return [
-            item
-            for item in out
-            if (
+        sizes, dtype = self.full_axes.sizes, self.program.dtype
+
+        def wanted(item: Layout | KernelOp) -> bool:
+            return dangling <= set(_sources(item)) and (
                 self._sees(state, _sources(item), needed)
                 or (not final and self._may_feed(state, item))
             )
-            and (isinstance(item, KernelOp) or self._fits(state, item))
+
+        library = [op for op in self._library_items(state) if wanted(op)]
+        layouts = [
+            lay
+            for lay in self._layouts(state)
+            if wanted(lay) and fits_shared_memory(lay, state.tensors, sizes, dtype)
         ]
-
-    def _fits(self, state: State, layout: Layout) -> bool:
-        """Whether the layout's sources, in the smallest tiles its sizes at
-        full shapes allow (``instantiate.smallest_tile``), fit a block's
-        shared memory together. Every block graph reads all of its inputs
-        and holds them at once, so a layout that fails this (one block per
-        head holding 1024 keys and 1024 values whole) yields no candidate
-        the µGraph optimizer keeps, however long its block graphs are
-        searched."""
-        elem = 4 if self.program.dtype == "f32" else 2
-        sizes = self.full_axes.sizes
-        need = sum(
-            elem * math.prod(smallest_tile(lab, layout, sizes) for lab in t.labels)
-            for t in (state.tensors[v] for v in layout.sources)
+        return library + sorted(
+            layouts,
+            key=lambda lay: (
+                not self._sees(state, lay.sources, needed),
+                len(lay.sources),
+                -most_blocks(lay, sizes),
+            ),
         )
-        return need <= H100.shared_memory_per_block
-
-    def _blocks_first(self, layout: Layout) -> tuple[int, int]:
-        """Layouts of fewer sources first, and among those the ones whose
-        grids may hold the most blocks (the smallest tiles ``instantiate``
-        gives a split axis): their kernels are the likeliest to be cheap, and
-        once one is found the cost bound skips the layouts of a handful of
-        blocks, whose block graphs take the longest to search."""
-        sizes = [self.full_axes.sizes[t] for t in layout.grid]
-        blocks = math.prod(n if n <= SMALL_AXIS else n // min(TILES) for n in sizes)
-        return len(layout.sources), -blocks
 
     def _may_feed(self, state: State, item: Layout | KernelOp) -> bool:
         """Whether ``item``'s outputs may be read by a later kernel: always,
@@ -541,15 +506,6 @@ def _sources(item: Layout | KernelOp) -> tuple[int, ...]:
 
 def _shape(value) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
-
-
-def _run_library(ug: UGraph, values: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Values of a library-op program's outputs (on the miniature's inputs)."""
-    env = list(values)
-    for op in ug.ops:
-        args = [env[v] for v in op.operands]
-        env.append(evaluate(op.kind, args, dict(op.attrs, rank=args[0].ndim)))
-    return [env[v] for v in ug.outputs]
 
 
 __all__ = ["Generator", "Prefix", "Sequence", "Task", "TaskResult"]

@@ -92,6 +92,31 @@ def smallest_tile(label: L.Label, layout: Layout, axis_sizes: dict) -> int:
     return 1 if label in layout.grid else n
 
 
+def fits_shared_memory(
+    layout: Layout, tensors: Sequence[Tensor], axis_sizes: dict, dtype: str
+) -> bool:
+    """Whether the layout's sources (of ``tensors``, a prefix's kernel
+    tensors), in the smallest tiles its sizes allow
+    (:func:`smallest_tile`), fit a block's shared memory together. Every
+    block graph reads all of its inputs and holds them at once, so a layout
+    that fails this (one block per head holding 1024 keys and 1024 values
+    whole) yields no candidate the µGraph optimizer keeps, however long its
+    block graphs are searched."""
+    elem = 4 if dtype == "f32" else 2
+    need = sum(
+        elem * math.prod(smallest_tile(lab, layout, axis_sizes) for lab in s.labels)
+        for s in (tensors[v] for v in layout.sources)
+    )
+    return need <= H100.shared_memory_per_block
+
+
+def most_blocks(layout: Layout, axis_sizes: dict) -> int:
+    """The most blocks the layout's grid may hold: a small axis one per
+    index, any other in the smallest of :data:`TILES`."""
+    sizes = [axis_sizes[t] for t in layout.grid]
+    return math.prod(n if n <= SMALL_AXIS else n // min(TILES) for n in sizes)
+
+
 def _parts(layout: Layout, sources: Sequence[Tensor], sizes: dict) -> int | None:
     """Number of partial results a split-part loop token walks."""
     token = layout.loop
