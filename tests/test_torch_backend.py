@@ -510,19 +510,44 @@ def two_slices_around_a_write(x, w, cache, position):
     return a, b, position + 1
 
 
-def test_inductor_glue_parts_return_no_outputs_sharing_a_buffer():
-    """A searched part returns two slices of one result as views of its
-    buffer; the op Inductor calls may not return aliases, so the second is
-    its own copy, and the results equal torch's."""
+def two_slices_run(fn):
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(1, 3, generator=g), torch.randn(3, 8, generator=g)
+    cache = torch.zeros(5, 4)
+    return fn(x, w, cache, torch.tensor([2])), cache
 
-    def run(fn):
-        g = torch.Generator().manual_seed(0)
-        x, w = torch.randn(1, 3, generator=g), torch.randn(3, 8, generator=g)
-        cache = torch.zeros(5, 4)
-        return fn(x, w, cache, torch.tensor([2])), cache
 
+def two_slices_compiled():
     options = {"cpu": "interpret", "budget": 2, "glue": "inductor"}
-    compiled = torch.compile(
-        two_slices_around_a_write, backend="mirage", options=options
-    )
-    torch.testing.assert_close(run(compiled), run(two_slices_around_a_write))
+    return torch.compile(two_slices_around_a_write, backend="mirage", options=options)
+
+
+def test_inductor_glue_takes_two_slices_of_one_buffer_as_views(monkeypatch):
+    """A searched part returns two slices of one result as views of its
+    buffer; the op Inductor calls may not return aliases, so it returns the
+    buffer once and the glue graph slices it. The results equal torch's."""
+    graphs = spy_inductor(monkeypatch)
+    got = two_slices_run(two_slices_compiled())
+    torch.testing.assert_close(got, two_slices_run(two_slices_around_a_write))
+    (graph,) = graphs
+    nodes = list(graph.graph.nodes)
+    (call,) = [n for n in nodes if str(n.target) == "mirage.part.default"]
+    items = [n for n in nodes if n.args and n.args[0] is call]
+    assert len(items) == 1  # the one buffer
+    slices = [n for n in nodes if n.target is torch.ops.aten.slice.Tensor]
+    assert len(slices) == 2 and all(n.args[0] is items[0] for n in slices)
+
+
+def test_a_part_returning_one_buffer_falls_back_to_torch(caplog, monkeypatch):
+    """A part whose op returns one buffer for two slices fills it from its
+    torch ops when its µGraph fails."""
+    from mirage_xdsl.torch import function
+
+    def broken(self, *args):
+        raise MirageError("error: no kernels today")
+
+    monkeypatch.setattr(function.MirageFunction, "raw", broken)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        got = two_slices_run(two_slices_compiled())
+    torch.testing.assert_close(got, two_slices_run(two_slices_around_a_write))
+    assert sum("its µGraph failed" in m for m in mirage_log(caplog)) == 1

@@ -23,7 +23,7 @@ from mirage_xdsl.lowering.aliases import ALIGN_BYTES
 from mirage_xdsl.search.report import Report
 from mirage_xdsl.torch.capture import Captured, capture_program
 from mirage_xdsl.torch.nodes import DTYPES
-from mirage_xdsl.torch.views import returned_views, take
+from mirage_xdsl.torch.views import Output, returned_views, take
 
 
 class MirageFunction:
@@ -48,13 +48,23 @@ class MirageFunction:
         self._parameters: dict[torch.device, list[torch.Tensor]] = {}
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
+        outs = take(self.raw(*inputs), self._outputs)
+        return tree_unflatten(outs, self.captured.out_spec)
+
+    def raw(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        """The outputs of the program that runs, from which :attr:`views`
+        takes the captured program's."""
         args = [*map(dense, inputs), *self._parameters_on(self._device(inputs))]
         self._check(args)
         if args[0].is_cuda:
-            outs = self._run_compiled(args)
-        else:
-            outs = self._run_interpreted(args)
-        return tree_unflatten(take(outs, self._outputs), self.captured.out_spec)
+            return list(self._run_compiled(args))
+        return self._run_interpreted(args)
+
+    @property
+    def views(self) -> list[Output]:
+        """Per output of the captured program: the output of the program that
+        runs it is a view of, and the views."""
+        return list(self._outputs)
 
     def _device(self, inputs: Sequence[torch.Tensor]) -> torch.device:
         devices = {x.device for x in inputs if isinstance(x, torch.Tensor)}

@@ -37,41 +37,55 @@ import torch
 from torch import fx
 
 from mirage_xdsl.torch.part import MiragePart
+from mirage_xdsl.torch.returns import Returns, returned, returns_of
 
 log = logging.getLogger("mirage_xdsl.torch")
 
 GLUE_MODES = ("inductor", "eager")
 
-_PARTS: dict[str, MiragePart] = {}
-"""The parts graphs call, by key."""
+_PARTS: dict[str, tuple[MiragePart, Returns | None]] = {}
+"""The parts graphs call, by key, with what their op returns where two of
+their outputs share a buffer (``returns.py``)."""
 
 _keys = itertools.count()
 
 
 @torch.library.custom_op("mirage::part", mutates_args=())
 def part_op(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The outputs a registered part makes (:meth:`MiragePart.compute`)."""
-    return _PARTS[key].compute(*inputs)
+    """The outputs a registered part makes (:meth:`MiragePart.compute`), or
+    its slots (:func:`returns.returned`)."""
+    part, plan = _PARTS[key]
+    if plan is not None:
+        return returned(part, plan, tuple(inputs))
+    return part.compute(*inputs)
 
 
 @part_op.register_fake
 def _part_op_fake(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    part = _PARTS[key]
+    part, plan = _PARTS[key]
     device = inputs[0].device if inputs else part.device
     return [
-        torch.empty(part.outputs[i].shape, dtype=part.output_dtypes[i], device=device)
-        for i in part.computed
+        torch.empty(shape, dtype=dtype, device=device)
+        for shape, dtype in _specs(part, plan)
     ]
+
+
+def _specs(
+    part: MiragePart, plan: Returns | None
+) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """The shape and dtype of each tensor the op returns."""
+    if plan is not None:
+        return [(s.shape, s.dtype) for s in plan.slots]
+    return [(part.outputs[i].shape, part.output_dtypes[i]) for i in part.computed]
 
 
 def register(part: MiragePart) -> str:
     """Register ``part`` for the op; its key names its program and outputs,
     so a cached compiled graph never calls a part of other outputs."""
-    specs = ",".join(
-        f"{part.output_dtypes[i]}{list(part.outputs[i].shape)}" for i in part.computed
-    )
+    plan = returns_of(part)
+    specs = ",".join(f"{dtype}{list(shape)}" for shape, dtype in _specs(part, plan))
     key = f"{next(_keys)}:{part.program}:{specs}"
-    _PARTS[key] = part
+    _PARTS[key] = (part, plan)
     return key
 
 
@@ -128,10 +142,7 @@ def _replace(
     inputs = list(node.args)
     with graph.inserting_before(node):
         call = graph.call_function(torch.ops.mirage.part.default, (key, inputs))
-        made = {
-            i: graph.call_function(operator.getitem, (call, k))
-            for k, i in enumerate(part.computed)
-        }
+        made = _computed(graph, call, part, _PARTS[key][1])
         first = {
             part.outputs[i].index: i
             for i in part.computed
@@ -150,6 +161,39 @@ def _replace(
                 made[i] = _view(graph, base, dtype, o.shape, part.output_dtypes[i])
             user.replace_all_uses_with(made[i])
             graph.erase_node(user)
+
+
+def _computed(
+    graph: fx.Graph, call: fx.Node, part: MiragePart, plan: Returns | None
+) -> dict[int, fx.Node]:
+    """The node of each output the part computes: an item of the op's
+    result, or views of its slot."""
+    if plan is None:
+        return {
+            i: graph.call_function(operator.getitem, (call, k))
+            for k, i in enumerate(part.computed)
+        }
+    slots = [
+        graph.call_function(operator.getitem, (call, k)) for k in range(len(plan.slots))
+    ]
+    made = {}
+    for i, (s, steps) in zip(part.computed, plan.taken, strict=True):
+        view = slots[s]
+        for kind, args in steps:
+            if kind == "slice":
+                dim, start, end = args
+                target, view_args = torch.ops.aten.slice.Tensor, (view, dim, start, end)
+            else:
+                target, view_args = torch.ops.aten.reshape.default, (view, list(args))
+            view = graph.call_function(target, view_args)
+        made[i] = _view(
+            graph,
+            view,
+            plan.slots[s].dtype,
+            part.outputs[i].shape,
+            part.output_dtypes[i],
+        )
+    return made
 
 
 def _input_dtype(part: MiragePart, index: int) -> torch.dtype:

@@ -235,19 +235,27 @@ class MiragePart(torch.nn.Module):
         view of one result): what :meth:`compute` returns."""
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.attempt(
+            lambda: self._mirage(inputs), lambda: tuple(self.fallback(*inputs))
+        )
+
+    def attempt(self, mirage: Callable[[], Any], torch_ops: Callable[[], Any]) -> Any:
+        """``mirage()``, or ``torch_ops()`` once the µGraph has failed: the
+        first failure is one warning line, and the part runs as torch from
+        then on."""
         if self.state == "mirage":
-            return self._mirage(inputs)
+            return mirage()
         if self.state == "torch":
-            return tuple(self.fallback(*inputs))
+            return torch_ops()
         try:
-            out = self._mirage(inputs)
+            out = mirage()
         except Exception as e:
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             log.warning(
                 "mirage: %s runs as torch: its µGraph failed: %s", self.name, why
             )
             self.state = "torch"
-            return tuple(self.fallback(*inputs))
+            return torch_ops()
         self.state = "mirage"
         return out
 
@@ -268,14 +276,17 @@ class MiragePart(torch.nn.Module):
             made.append(y)
         return made
 
-    def _mirage(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    def arguments(self, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+        """The program's arguments for ``inputs``: in its dtypes, contiguous,
+        with the transposed weights it takes after them."""
         args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
-        results = self.run(
-            *(
-                x.to(dtype).contiguous()
-                for x, dtype in zip(args, self.input_dtypes, strict=False)
-            )
-        )
+        return [
+            x.to(dtype).contiguous()
+            for x, dtype in zip(args, self.input_dtypes, strict=False)
+        ]
+
+    def _mirage(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        results = self.run(*self.arguments(inputs))
         out = []
         for o, dtype in zip(self.outputs, self.output_dtypes, strict=True):
             if o.source == "program":
