@@ -551,3 +551,38 @@ def test_a_part_returning_one_buffer_falls_back_to_torch(caplog, monkeypatch):
         got = two_slices_run(two_slices_compiled())
     torch.testing.assert_close(got, two_slices_run(two_slices_around_a_write))
     assert sum("its µGraph failed" in m for m in mirage_log(caplog)) == 1
+
+
+def masked_twice_around_a_write(x, mask, cache, position):
+    m = mask.view(1, -1)
+    y = torch.exp(x) * m.to(x.dtype)  # a µGraph; the view of its input goes on
+    cache.index_copy_(0, position, y)  # torch, between the two
+    return torch.sqrt(cache * m.to(x.dtype))  # a µGraph reading the view
+
+
+def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
+    """An input a part reads from an earlier part's op (here a view of a
+    boolean mask) is converted in the glue graph too: no part converts one."""
+    from mirage_xdsl.torch import part as partition
+
+    given = []
+    arguments = partition.MiragePart.arguments
+
+    def spied(self, inputs):
+        given.extend(x.dtype for x in inputs)
+        return arguments(self, inputs)
+
+    monkeypatch.setattr(partition.MiragePart, "arguments", spied)
+
+    def run(fn):
+        g = torch.Generator().manual_seed(4)
+        x = torch.rand(2, 4, generator=g).half()
+        mask = torch.rand(4, generator=g) > 0.3
+        cache = torch.zeros(5, 4, dtype=torch.float16)
+        return fn(x, mask, cache, torch.tensor([0, 2])), cache
+
+    options = {**INTERPRET, "glue": "inductor"}
+    fn = masked_twice_around_a_write
+    got = run(torch.compile(fn, backend="mirage", options=options))
+    torch.testing.assert_close(got, run(fn), rtol=2e-3, atol=2e-3)
+    assert given and set(given) == {torch.float16}

@@ -98,10 +98,11 @@ def as_custom_ops(gm: fx.GraphModule) -> int:
         if n.op == "call_module" and isinstance(gm.get_submodule(n.target), MiragePart)
     ]
     converted: dict[tuple[fx.Node, torch.dtype], fx.Node] = {}
+    dtypes: dict[fx.Node, torch.dtype] = {}
     for node in calls:
         part = gm.get_submodule(node.target)
-        originals = _convert_inputs(gm.graph, node, part, converted)
-        _replace(gm.graph, node, part, register(part), originals)
+        originals = _convert_inputs(gm.graph, node, part, converted, dtypes)
+        _replace(gm.graph, node, part, register(part), originals, dtypes)
         gm.graph.erase_node(node)
         gm.delete_submodule(node.target)
     gm.graph.lint()
@@ -114,15 +115,20 @@ def _convert_inputs(
     node: fx.Node,
     part: MiragePart,
     converted: dict[tuple[fx.Node, torch.dtype], fx.Node],
+    dtypes: dict[fx.Node, torch.dtype],
 ) -> list[Any]:
     """Make each input of ``node`` of another dtype than its part's program
     takes a conversion node (``converted``: those made so far, shared); the
-    inputs as they were."""
+    inputs as they were. An input's dtype is its metadata's, or for an
+    output of an earlier part's op, ``dtypes``'."""
     originals = list(node.args)
     args = list(originals)
     for i, (arg, dtype) in enumerate(zip(args, part.input_dtypes, strict=False)):
-        val = arg.meta.get("val") if isinstance(arg, fx.Node) else None
-        if not isinstance(val, torch.Tensor) or val.dtype == dtype:
+        if not isinstance(arg, fx.Node):
+            continue
+        val = arg.meta.get("val")
+        has = dtypes.get(arg, val.dtype if isinstance(val, torch.Tensor) else None)
+        if has is None or has == dtype:
             continue
         if (arg, dtype) not in converted:
             with graph.inserting_before(node):
@@ -135,10 +141,16 @@ def _convert_inputs(
 
 
 def _replace(
-    graph: fx.Graph, node: fx.Node, part: MiragePart, key: str, originals: list[Any]
+    graph: fx.Graph,
+    node: fx.Node,
+    part: MiragePart,
+    key: str,
+    originals: list[Any],
+    dtypes: dict[fx.Node, torch.dtype],
 ) -> None:
     """Call the op for ``node`` and give each ``getitem`` of it its output
-    (an output that is a view of an input views ``originals``' tensor)."""
+    (an output that is a view of an input views ``originals``' tensor),
+    recording each output's dtype in ``dtypes``."""
     inputs = list(node.args)
     with graph.inserting_before(node):
         call = graph.call_function(torch.ops.mirage.part.default, (key, inputs))
@@ -159,6 +171,7 @@ def _replace(
                     base = made[first[o.index]]
                     dtype = part.output_dtypes[first[o.index]]
                 made[i] = _view(graph, base, dtype, o.shape, part.output_dtypes[i])
+            dtypes[made[i]] = part.output_dtypes[i]
             user.replace_all_uses_with(made[i])
             graph.erase_node(user)
 
