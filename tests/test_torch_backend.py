@@ -455,6 +455,21 @@ def test_backend_rejects_unknown_glue():
         mirage_backend(gm, [torch.zeros(2)], options={"glue": "nvcc"})
 
 
+def spy_part_input_dtypes(monkeypatch):
+    """The dtypes of the inputs the parts get, as they get them."""
+    from mirage_xdsl.torch import part as partition
+
+    given = []
+    arguments = partition.MiragePart.arguments
+
+    def spied(self, inputs):
+        given.extend(x.dtype for x in inputs)
+        return arguments(self, inputs)
+
+    monkeypatch.setattr(partition.MiragePart, "arguments", spied)
+    return given
+
+
 def scaled_twice_around_a_write(x, scale, cache, position):
     y = torch.exp(x * scale.to(x.dtype))  # a µGraph reading fp32 scale as fp16
     cache.index_copy_(0, position, y)  # torch, between the two
@@ -465,17 +480,7 @@ def test_inductor_glue_converts_an_input_once_for_every_part(monkeypatch):
     """A part's fp32 input converted to its fp16 program is one conversion in
     the graph Inductor compiles, shared by both parts; the parts then get
     their program's dtype, and the results equal torch's."""
-    from mirage_xdsl.torch import part as partition
-
-    graphs = spy_inductor(monkeypatch)
-    given = []
-    mirage = partition.MiragePart._mirage
-
-    def spied(self, inputs):
-        given.extend(x.dtype for x in inputs)
-        return mirage(self, inputs)
-
-    monkeypatch.setattr(partition.MiragePart, "_mirage", spied)
+    graphs, given = spy_inductor(monkeypatch), spy_part_input_dtypes(monkeypatch)
 
     def run(fn):
         g = torch.Generator().manual_seed(3)
@@ -563,16 +568,7 @@ def masked_twice_around_a_write(x, mask, cache, position):
 def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
     """An input a part reads from an earlier part's op (here a view of a
     boolean mask) is converted in the glue graph too: no part converts one."""
-    from mirage_xdsl.torch import part as partition
-
-    given = []
-    arguments = partition.MiragePart.arguments
-
-    def spied(self, inputs):
-        given.extend(x.dtype for x in inputs)
-        return arguments(self, inputs)
-
-    monkeypatch.setattr(partition.MiragePart, "arguments", spied)
+    given = spy_part_input_dtypes(monkeypatch)
 
     def run(fn):
         g = torch.Generator().manual_seed(4)
