@@ -13,8 +13,11 @@ counter), applying them to the inputs once the graph has run.
 
 The op returns only what a part makes: the first view of each program
 result, and its constants, contiguous and sharing no storage with its inputs
-(an op's outputs may not alias its inputs). A part's outputs that are views
-of its inputs, or further views of a result, are torch views in the graph.
+or each other (an op's outputs may not alias its inputs or each other);
+where two outputs are views of one buffer of the program, the buffer once,
+the outputs taken from it in the graph (``returns.py``). A part's outputs
+that are views of its inputs, or further views of a result, are torch views
+in the graph.
 Its fake implementation gives each output's shape and dtype from the FX
 node's metadata, on the device of the part's first input.
 

@@ -114,12 +114,18 @@ def _from_program(
 ) -> list[torch.Tensor]:
     raw = part.run.raw(*part.arguments(inputs))
     device = inputs[0].device if inputs else part.device
-    return [
-        raw[s.index]
-        if s.source == "program"
-        else part.constants[s.index].to(device, s.dtype).clone()
-        for s in plan.slots
-    ]
+    taken = {x.untyped_storage().data_ptr() for x in inputs}
+    slots = []
+    for s in plan.slots:
+        if s.source == "program":
+            x = raw[s.index]
+        else:
+            x = part.constants[s.index].to(device, s.dtype)
+        if s.source == "constant" or x.untyped_storage().data_ptr() in taken:
+            x = x.clone()  # the op may return no tensor it was given or holds
+        taken.add(x.untyped_storage().data_ptr())
+        slots.append(x)
+    return slots
 
 
 def _from_torch(
