@@ -260,6 +260,7 @@ def decode_search() -> tuple[ModuleOp, ModuleOp]:
     return module, _search(module, 4096, budget=40.0)
 
 
+@pytest.mark.slow
 def test_captured_decode_attention_splits_the_keys_over_blocks(
     decode_search, tmp_path, capsys
 ):
@@ -269,6 +270,7 @@ def test_captured_decode_attention_splits_the_keys_over_blocks(
     _mirage_verify(module, found, tmp_path, capsys)
 
 
+@pytest.mark.slow
 def test_flashdecoding_pick_compiles_and_runs_in_tritons_interpreter(
     decode_search, tmp_path
 ):
@@ -315,6 +317,7 @@ def test_captured_decode_attention_at_full_shape(tmp_path, capsys):
     _mirage_verify(module, found, tmp_path, capsys)
 
 
+@pytest.mark.slow
 def test_bench_tool_reports_the_split_and_the_shifted_combine(decode_search):
     """tools/bench_decode_attention.py says what the pick does: two
     customized kernels, the first taking part maxima, the second adding the
