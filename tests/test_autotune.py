@@ -106,29 +106,3 @@ def test_the_record_keeps_only_the_most_recent(monkeypatch) -> None:
     for i in range(5):
         autotune.compile_all(f"src {i}", [(("*fp16",), KernelConfig("k"))])
     assert len(autotune._binaries) == 3
-
-
-def test_ranking_tries_a_few_settings_and_caches_none(
-    program, tmp_path, monkeypatch
-) -> None:
-    """Measured selection's tuning: each form at 4 and 8 warps (of those the
-    kernel keeps busy), a few of the whole space's settings; its pick is not
-    stored as the kernel's tuned choice."""
-    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
-    for kernel in program.kernels:
-        few = autotune.ranking_space(kernel)
-        assert set(few) <= set(autotune.space(kernel))
-        assert len(few) <= 2 * len(kernel.variants) < len(autotune.space(kernel))
-    monkeypatch.setattr(
-        autotune,
-        "compile_all",
-        lambda source, jobs: [_binary(f"b{i}") for i, _ in enumerate(jobs)],
-    )
-    kernels = list(program.kernels)
-    chosen = autotune.tune("src", kernels, "GPU", lambda k, b: 1.0, ranking=True)
-    assert set(chosen) == {k.name for k in kernels}
-    assert all(
-        autotune.cached_choice(autotune.tune_key(k, "GPU")) is None for k in kernels
-    )
-    autotune.tune("src", kernels, "GPU", lambda k, b: 1.0)
-    assert all(autotune.cached_choice(autotune.tune_key(k, "GPU")) for k in kernels)

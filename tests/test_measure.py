@@ -49,7 +49,7 @@ class WaitingTimer(FakeTimer):
 def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
     built: list[FakeCompiled] = []
 
-    def fake_compile(module, backend, **options):
+    def fake_compile(module, backend):
         built.append(FakeCompiled(backend))
         return built[-1]
 
@@ -69,7 +69,7 @@ def test_a_build_the_gpu_refuses_is_left_out_not_raised(monkeypatch) -> None:
 
 
 def test_a_backend_that_cannot_build_is_reported_by_the_measure(monkeypatch) -> None:
-    def fake_compile(module, backend, **options):
+    def fake_compile(module, backend):
         if backend == "cuda":
             raise ValueError("no CUDA C form for op 'x'\nmore detail")
         return FakeCompiled(backend)
@@ -98,16 +98,15 @@ def test_a_program_lowered_ahead_is_what_the_cuda_backend_compiles(
         def close(self):
             pass
 
-    def fake_compile(program, backend, **options):
-        given.append((program, backend, options))
+    def fake_compile(program, backend):
+        given.append((program, backend))
         return Ok()
 
     monkeypatch.setattr(api, "compile", fake_compile)
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
     module, lowered = object(), object()
     measure.time_module(module, ("triton", "cuda"), FakeTimer(), lowered)
-    # Triton's kernels are tuned only as far as ranking candidates needs
-    assert given == [(module, "triton", {"tune": "ranking"}), (lowered, "cuda", {})]
+    assert given == [(module, "triton"), (lowered, "cuda")]
 
 
 class BusyTimer:
@@ -124,9 +123,7 @@ class BusyTimer:
 def test_a_gpu_it_cannot_trust_hands_the_choice_to_the_cost_model(
     monkeypatch,
 ) -> None:
-    monkeypatch.setattr(
-        api, "compile", lambda program, backend, **options: FakeCompiled(backend)
-    )
+    monkeypatch.setattr(api, "compile", lambda program, backend: FakeCompiled(backend))
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
     monkeypatch.setattr(measure, "precompile", lambda modules, backends: [None] * 2)
     timer = BusyTimer()
@@ -143,7 +140,7 @@ def test_a_gpu_it_cannot_trust_hands_the_choice_to_the_cost_model(
 
 
 def test_the_autotuner_finding_the_gpu_busy_is_no_build_failure(monkeypatch) -> None:
-    def tuning(program, backend, **options):
+    def tuning(program, backend):
         raise Unreliable("GPU GPU-1: no reliable timing in 3 attempts: busy")
 
     monkeypatch.setattr(api, "compile", tuning)
@@ -203,9 +200,7 @@ def test_a_selection_the_gpu_failed_is_the_cost_models_and_not_cached(
 
 
 def test_a_timing_that_waited_for_another_process_says_so(monkeypatch) -> None:
-    monkeypatch.setattr(
-        api, "compile", lambda program, backend, **options: FakeCompiled(backend)
-    )
+    monkeypatch.setattr(api, "compile", lambda program, backend: FakeCompiled(backend))
     monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
     gpu = measure.GpuMeasure(backends=("triton",), _timer=WaitingTimer())
     assert gpu(object()) == pytest.approx(5.0e-6)

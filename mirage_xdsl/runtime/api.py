@@ -66,13 +66,12 @@ def compile(
     backend: str = "auto",
     device: int | Device = 0,
     cache: CubinCache | None = None,
-    tune: bool | str | None = None,
+    tune: bool | None = None,
 ) -> CompiledProgram:
     """Lower ``program`` (a module of µGraphs, or a :class:`GpuProgram`) and compile it.
 
     ``backend``: ``triton`` (Triton kernels, autotuned when a GPU is visible
-    unless ``tune=False``; ``tune="ranking"`` tries only a few settings per
-    kernel, as measured selection does), ``cuda`` (CUDA C through NVRTC), or ``auto``
+    unless ``tune=False``), ``cuda`` (CUDA C through NVRTC), or ``auto``
     (Triton where it is installed, and CUDA C for a program Triton cannot
     build; ``compiled.fallback`` says why). A :class:`GpuProgram` is CUDA C
     already.

@@ -79,27 +79,6 @@ def space(kernel: TritonKernel) -> list[KernelConfig]:
     ]
 
 
-RANKING_WARPS = (4, 8)
-"""Warp counts tried while measured selection ranks candidates."""
-
-
-def ranking_space(kernel: TritonKernel) -> list[KernelConfig]:
-    """A few settings of :func:`space`, what measured selection times each
-    candidate with: every form at 4 and 8 warps (those of them the kernel
-    keeps busy), three stages where a ``tl.dot`` pipelines. Tuning all of
-    :func:`space` compiles and times some 35 settings per kernel, about ten
-    seconds a candidate, so a search's share ran out after timing two; the
-    program picked is tuned over the whole space when it is built."""
-    warps = [w for w in warps_for(kernel) if w in RANKING_WARPS]
-    return [
-        KernelConfig(
-            variant, w, 3 if variant in kernel.dot_variants else _stages(kernel)
-        )
-        for variant in kernel.variants
-        for w in warps or [max(warps_for(kernel))]
-    ]
-
-
 def _stages(kernel: TritonKernel) -> int:
     """Pipeline stages of a kernel's settings when nothing is measured."""
     return 3 if kernel.forloop > 1 else 1
@@ -205,16 +184,14 @@ def compile_all(
 
 
 def pending(
-    kernels: list[TritonKernel], gpu: str, ranking: bool = False
+    kernels: list[TritonKernel], gpu: str
 ) -> list[tuple[TritonKernel, KernelConfig]]:
     """What :func:`tune` compiles for these kernels: the cached choice of a
-    kernel tuned before on this GPU, else every setting of its space (of its
-    :func:`ranking_space` when ``ranking``)."""
+    kernel tuned before on this GPU, else every setting of its space."""
     out: list[tuple[TritonKernel, KernelConfig]] = []
     for k in kernels:
         hit = cached_choice(tune_key(k, gpu))
-        whole = ranking_space(k) if ranking else space(k)
-        configs = [hit] if hit is not None and hit.variant in k.variants else whole
+        configs = [hit] if hit is not None and hit.variant in k.variants else space(k)
         out += [(k, c) for c in configs]
     return out
 
@@ -248,12 +225,10 @@ def tune(
     gpu: str,
     timer: Timer,
     log: Callable[[str], None] | None = None,
-    ranking: bool = False,
 ) -> dict[str, tuple[KernelConfig, TritonBinary]]:
-    """The fastest setting of every kernel (from the cache where it has one);
-    with ``ranking``, of its :func:`ranking_space`, and not cached."""
+    """The fastest setting of every kernel (from the cache where it has one)."""
     chosen: dict[str, tuple[KernelConfig, TritonBinary]] = {}
-    settings = pending(kernels, gpu, ranking)
+    settings = pending(kernels, gpu)
     binaries = compile_all(source, [(k.signature, c) for k, c in settings])
     by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
     for (k, config), binary in zip(settings, binaries, strict=True):
@@ -269,8 +244,7 @@ def tune(
         timings = {c.key(): _timed(timer, k, b) for c, b in options}
         best = min(options, key=lambda cb: timings[cb[0].key()])
         chosen[k.name] = best
-        if not ranking:
-            store_choice(tune_key(k, gpu), best[0], timings)
+        store_choice(tune_key(k, gpu), best[0], timings)
         if log is not None:
             log(
                 f"autotune {k.name}: {best[0].key()} {timings[best[0].key()]:.1f} µs "

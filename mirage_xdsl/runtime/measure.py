@@ -78,9 +78,7 @@ def time_module(
 ) -> list[Timing]:
     """Each backend's timing of ``module``; ``lowered``: its CUDA C program
     when already lowered. A backend that cannot build or run it is left out,
-    and a line on why is added to ``failures`` (when given). Triton kernels
-    are tuned over a few settings each (``tune="ranking"``): enough to rank
-    candidates, in a tenth of the time of the whole space."""
+    and a line on why is added to ``failures`` (when given)."""
     from mirage_xdsl.runtime.api import compile
 
     timer = timer or GraphTimer()
@@ -89,10 +87,7 @@ def time_module(
     for backend in backends:
         program = lowered if backend == "cuda" and lowered is not None else module
         try:
-            if backend == "triton":
-                compiled = compile(program, backend=backend, tune="ranking")
-            else:
-                compiled = compile(program, backend=backend)
+            compiled = compile(program, backend=backend)
         except Unreliable:  # the autotuner's timings: the GPU's, not the program's
             raise
         except Exception as e:

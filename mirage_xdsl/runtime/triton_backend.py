@@ -148,14 +148,13 @@ def compile_triton(
     function: str | None = None,
     *,
     device: int | Any = 0,
-    tune: bool | str | None = None,
+    tune: bool | None = None,
     form: int | None = None,
     log: Callable[[str], None] | None = None,
 ):
     """Lower ``module`` to Triton, pick settings (autotuned when a GPU is
-    visible and ``tune`` is not False; over a few settings per kernel when
-    it is ``"ranking"``), compile, and return the program. ``form`` (untuned
-    only) forces the matmul form of every kernel."""
+    visible and ``tune`` is not False), compile, and return the program.
+    ``form`` (untuned only) forces the matmul form of every kernel."""
     from mirage_xdsl.runtime.compiled import CompiledProgram
     from mirage_xdsl.runtime.driver import Device, gpu_unavailable_reason
     from mirage_xdsl.runtime.driver import device as open_device
@@ -173,7 +172,6 @@ def compile_triton(
             dev.info.name,
             kernel_timer(program, dev),
             log,
-            ranking=tune == "ranking",
         )
     else:
         chosen = untuned(program, form)
