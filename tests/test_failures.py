@@ -74,3 +74,26 @@ def test_a_candidate_the_device_cannot_time_is_reported(monkeypatch) -> None:
     report.failures.append("screening a 1-kernel candidate: KeyError: 'x'")
     assert "(2 failed)" in report.summary()
     assert report.to_json()["failures"] == report.failures
+
+
+def test_a_plain_callable_measure_is_summarised_without_a_backend(monkeypatch) -> None:
+    """A measure without ``describe`` (any callable returning seconds) names
+    no backend; the report's line still gives its figures."""
+    from mirage_xdsl.search import ranking
+
+    monkeypatch.setattr(ranking, "verified", lambda p, ranked, *_: ranked)
+    monkeypatch.setattr(ranking, "default_builds", lambda *_: [])
+    report = Report("f", input_cost=2.0)
+    times = iter([3e-6, 1e-6])
+    found = [Candidate(1.0, _graph("exp"), True)]
+    pick(
+        None,
+        _graph("exp"),
+        2.0,
+        found,
+        SearchOptions(),
+        lambda module: next(times),
+        Stop(),
+        report,
+    )
+    assert "; measured 1.0 us, input 3.0 us, 2 timed" in report.summary()

@@ -109,7 +109,9 @@ class Report:
         if not chosen or chosen[0].get("time_us") is None:
             return ""
         c = chosen[0]
-        text = f"; measured {c['time_us']:.1f} us ({c['backend']})"
+        text = f"; measured {c['time_us']:.1f} us"
+        if c.get("backend"):  # a plain callable measure names none
+            text += f" ({c['backend']})"
         if first and first[0].get("time_us"):
             text += f", input {first[0]['time_us']:.1f} us"
         return text + f", {len(self.measured)} timed"
