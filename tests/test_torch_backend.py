@@ -582,3 +582,19 @@ def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
     got = run(torch.compile(fn, backend="mirage", options=options))
     torch.testing.assert_close(got, run(fn), rtol=2e-3, atol=2e-3)
     assert given and set(given) == {torch.float16}
+
+
+def test_a_compiled_graph_gone_unregisters_its_parts():
+    """The parts a compiled graph's ops call stay registered while the graph
+    lives, and no longer."""
+    import gc
+
+    from mirage_xdsl.torch import glue
+
+    before = set(glue._PARTS)
+    got = cache_write_run("inductor")
+    torch.testing.assert_close(got, cache_write_run())
+    assert len(set(glue._PARTS) - before) == 2  # two µGraphs
+    torch._dynamo.reset()
+    gc.collect()
+    assert set(glue._PARTS) <= before

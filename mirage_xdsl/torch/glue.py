@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import logging
 import operator
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -92,9 +93,9 @@ def register(part: MiragePart) -> str:
     return key
 
 
-def as_custom_ops(gm: fx.GraphModule) -> int:
+def as_custom_ops(gm: fx.GraphModule) -> list[str]:
     """Replace each ``MiragePart`` call of ``gm`` by the ``mirage::part`` op
-    and views; the number replaced."""
+    and views; the keys of the parts registered for it."""
     calls = [
         n
         for n in gm.graph.nodes
@@ -102,15 +103,17 @@ def as_custom_ops(gm: fx.GraphModule) -> int:
     ]
     converted: dict[tuple[fx.Node, torch.dtype], fx.Node] = {}
     dtypes: dict[fx.Node, torch.dtype] = {}
+    keys = []
     for node in calls:
         part = gm.get_submodule(node.target)
         originals = _convert_inputs(gm.graph, node, part, converted, dtypes)
-        _replace(gm.graph, node, part, register(part), originals, dtypes)
+        keys.append(register(part))
+        _replace(gm.graph, node, part, keys[-1], originals, dtypes)
         gm.graph.erase_node(node)
         gm.delete_submodule(node.target)
     gm.graph.lint()
     gm.recompile()
-    return len(calls)
+    return keys
 
 
 def _convert_inputs(
@@ -237,8 +240,24 @@ def compile_glue(
 ) -> Callable[..., Any]:
     """``gm`` with its torch ops compiled by Inductor and its parts as
     ``mirage::part`` ops; ``gm`` itself, eager, where inputs require grad
-    or Inductor fails on it (one line says why)."""
-    as_custom_ops(gm)
+    or Inductor fails on it (one line says why). The parts it calls are
+    registered while it lives."""
+    keys = as_custom_ops(gm)
+    compiled = _compiled_glue(gm, example_inputs, graph)
+    weakref.finalize(compiled, _forget, keys)
+    return compiled
+
+
+def _forget(keys: list[str]) -> None:
+    """Unregister the parts of a compiled graph that is gone."""
+    for key in keys:
+        _PARTS.pop(key, None)
+
+
+def _compiled_glue(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
+) -> Callable[..., Any]:
+    """Inductor's build of ``gm``, or ``gm`` where it cannot be used."""
     if torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
     ):
