@@ -244,7 +244,10 @@ def compile_glue(
     registered while it lives."""
     keys = as_custom_ops(gm)
     compiled = _compiled_glue(gm, example_inputs, graph)
-    weakref.finalize(compiled, _forget, keys)
+    try:
+        weakref.finalize(compiled, _forget, keys)
+    except TypeError:  # a build no weak reference can follow keeps its parts
+        pass
     return compiled
 
 
