@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,16 +265,13 @@ class MiragePart(torch.nn.Module):
         constant or another output (two slices of one program result are
         views of one buffer)."""
         out = self.forward(*inputs)
-        taken = {x.untyped_storage().data_ptr() for x in inputs}
-        made = []
-        for i in self.computed:
-            y = out[i].contiguous()
-            storage = y.untyped_storage().data_ptr()
-            if self.outputs[i].source == "constant" or storage in taken:
-                y = y.clone()
-            taken.add(y.untyped_storage().data_ptr())
-            made.append(y)
-        return made
+        return unshared(
+            [
+                (out[i].contiguous(), self.outputs[i].source == "constant")
+                for i in self.computed
+            ],
+            inputs,
+        )
 
     def arguments(self, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
         """The program's arguments for ``inputs``: in its dtypes, contiguous,
@@ -326,4 +323,20 @@ def computed_outputs(outputs: list[Output]) -> list[int]:
             out.append(i)
         if o.source == "program":
             seen.add(o.index)
+    return out
+
+
+def unshared(
+    tensors: list[tuple[torch.Tensor, bool]], inputs: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """What an op may return: each tensor, copied where it shares storage
+    with one of ``inputs`` or an earlier tensor, or where its flag says it is
+    held elsewhere (a part's constant)."""
+    taken = {x.untyped_storage().data_ptr() for x in inputs}
+    out = []
+    for x, held in tensors:
+        if held or x.untyped_storage().data_ptr() in taken:
+            x = x.clone()
+        taken.add(x.untyped_storage().data_ptr())
+        out.append(x)
     return out

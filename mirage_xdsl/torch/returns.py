@@ -21,7 +21,7 @@ import torch
 
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.nodes import torch_dtype
-from mirage_xdsl.torch.part import MiragePart
+from mirage_xdsl.torch.part import MiragePart, unshared
 from mirage_xdsl.torch.views import View
 
 
@@ -114,18 +114,15 @@ def _from_program(
 ) -> list[torch.Tensor]:
     raw = part.run.raw(*part.arguments(inputs))
     device = inputs[0].device if inputs else part.device
-    taken = {x.untyped_storage().data_ptr() for x in inputs}
-    slots = []
-    for s in plan.slots:
-        if s.source == "program":
-            x = raw[s.index]
-        else:
-            x = part.constants[s.index].to(device, s.dtype)
-        if s.source == "constant" or x.untyped_storage().data_ptr() in taken:
-            x = x.clone()  # the op may return no tensor it was given or holds
-        taken.add(x.untyped_storage().data_ptr())
-        slots.append(x)
-    return slots
+    return unshared(
+        [
+            (raw[s.index], False)
+            if s.source == "program"
+            else (part.constants[s.index].to(device, s.dtype), True)
+            for s in plan.slots
+        ],
+        inputs,
+    )
 
 
 def _from_torch(
