@@ -335,9 +335,11 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
         lambda program, ranked, want, options, report, deadline: ranked[:want],
     )
     timed: list[UGraph] = []
+    always_timed: list[UGraph] = []
 
     def measured_pick(pool, measure, report, deadline, always):
         timed.extend(g for _, g in pool)
+        always_timed.extend(g for _, g in pool[:always])
         return pool[0]
 
     monkeypatch.setattr(ranking, "measured_pick", measured_pick)
@@ -348,6 +350,8 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     options = SearchOptions(verify_top=1, measure_top=6)
     ranking.pick(None, a, 100.0, ranked, options, lambda m: 1.0, Stop(), Report("f"))
     assert [g.kernels for g in timed] == [1, 1, 1, 2, 2, 3, 2]
+    # the input and the search's cheapest candidate are timed past any deadline
+    assert always_timed == [a, a]
     timed.clear()  # the cost model alone keeps to what it costs below the input
     ranking.pick(None, a, 100.0, ranked, options, None, Stop(), Report("f"))
     assert timed == []

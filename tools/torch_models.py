@@ -187,6 +187,15 @@ def segments(found: MirageFunction) -> list[dict]:
                 "input_us": given[0].get("time_us") if given else None,
                 "chosen_us": chosen[0].get("time_us") if chosen else None,
                 "cost_us": [round(r.input_cost * 1e6, 1), round(r.best_cost * 1e6, 1)],
+                "phases_s": {k: round(v, 2) for k, v in r.phases.items()},
+                "timed": [
+                    {
+                        "kernels": m.get("kernels"),
+                        "cost_us": round(m.get("cost_us", 0.0), 1),
+                        "time_us": m.get("time_us"),
+                    }
+                    for m in r.measured
+                ],
             }
         )
     return rows

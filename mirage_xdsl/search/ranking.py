@@ -10,7 +10,8 @@ over whole rows (:func:`default_builds`, ``fusion.py``); so the result is
 never slower than the best of them by the model's (or the device's) account.
 
 Choosing keeps to the search's deadline: verification stops when it is
-reached, and so does timing, after the input (the baseline every pick needs).
+reached, and so does timing, after the input (the baseline every pick needs),
+the default builds and the search's cheapest candidate (:data:`ALWAYS_TIMED`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ that much (qknorm_gqa's one-kernel forms, costed at 0.8 of the input, took
 twice the input's time on the H100), and the input is always timed beside
 them, so a candidate slower than the input is never chosen."""
 
+ALWAYS_TIMED = 1
+"""The search's cheapest verified candidates timed whatever the clock says,
+beside the input and the default builds. Building and tuning a candidate
+takes seconds (its Triton settings compiled and timed), so a segment given a
+small share used to time the input alone once the input's own tuning had
+spent it: a choice between one program, with the search's pick never run
+(RMSNorm + q/k/v of a decode layer, 9 s: the input's 3 kernels kept, where
+the search had fused them into one). At most one candidate's build past the
+deadline, per segment."""
+
 PER_KERNEL_COUNT = 2
 """Candidates of each kernel count moved to the front of the measured pool."""
 
@@ -63,7 +74,9 @@ def pick(
 ) -> tuple[float, UGraph]:
     """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
     The default builds (:func:`default_builds`) are verified first and always
-    in the pool beside the input, whatever the search's candidates are."""
+    in the pool beside the input, whatever the search's candidates are; on a
+    GPU these and the search's :data:`ALWAYS_TIMED` cheapest candidates are
+    timed even past the deadline."""
     started = time.monotonic()
     defaults = [
         (c.cost, c.graph)
@@ -93,7 +106,8 @@ def pick(
     pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is not None:
         started = time.monotonic()
-        best = measured_pick(pool, measure, report, deadline, 1 + len(defaults))
+        always = 1 + len(defaults) + min(ALWAYS_TIMED, len(chosen))
+        best = measured_pick(pool, measure, report, deadline, always)
         report.phases["measure"] = time.monotonic() - started
         return best
     return min(pool, key=lambda x: (x[0], x[1].kernels))
