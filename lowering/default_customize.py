@@ -18,7 +18,8 @@ kernel would use:
   for-loop walks the contraction dim, accumulating in fp32; a matmul of at
   most 16 rows (a decode projection) reads 64-column weight strips, split
   over K too where that fills the GPU, with the element-wise ops that only
-  continue it fused into its last kernel (``split_k.py``);
+  continue it fused into its last kernel, and an RMSNorm that makes its rows
+  (``rms_norm(a) * w``) into its kernels (``split_k.py``);
 - ``transpose``: the grid tiles the two swapped dims (and one more), and
   each block swaps its tile in shared memory.
 
@@ -49,6 +50,7 @@ from mirage_xdsl.lowering.split_k import (
     blocks_to_aim_for,
     epilogue_of,
     plan_split_k,
+    prologue_of,
     skinny_rows,
     split_k_ops,
 )
@@ -376,14 +378,22 @@ def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
     k, n = t.tensor_shape(op.rhs)[-2:]
     plan = plan_split_k(rows, n, k, elem_bytes, target)
     epilogue = epilogue_of(op, EPILOGUE_KINDS)
+    prologue = prologue_of(op)
     last = epilogue[-1] if epilogue else op
-    new, result = split_k_ops(op, plan, THREADS, epilogue)
+    new, result = split_k_ops(op, plan, THREADS, epilogue, prologue)
     Rewriter.insert_op(new, InsertPoint.before(last))
     last.results[0].replace_all_uses_with(result)
     replaced: list[Operation] = [op, *epilogue]
     for old in reversed(replaced):
         old.detach()
         old.erase()
+    # the prologue's ops that nothing else reads (the norm of a projection,
+    # of all of them when every projection of the rows took it in)
+    for old in reversed(prologue.ops() if prologue is not None else []):
+        if all(not r.uses for r in old.results):
+            old.detach()
+            old.erase()
+            replaced.append(old)
     return replaced
 
 
@@ -397,7 +407,8 @@ class DefaultCustomizePass(ModulePass):
     projection) gets 64-column strips of its weight, is split over its
     contraction dim too where that fills the GPU (partial sums, then a
     combine kernel), and its last kernel also runs the element-wise ops
-    continuing the product, such as a residual add (``split_k``);
+    continuing the product, such as a residual add, while an RMSNorm making
+    its rows is computed inside its kernels (``split_k``);
     ``rms_norm`` gives each block whole rows; ``transpose`` tiles the swapped
     dims. ``kernel.reshape`` stays (the lowering makes it a buffer alias). The
     result computes the same function (the interpreter checks it) and is what
@@ -408,15 +419,16 @@ class DefaultCustomizePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         done: set[Operation] = set()
+        # skinny matmuls first, while the norms before them are still ops
+        for inner in list(op.walk()):
+            if inner not in done and isinstance(inner, kernel.MatmulOp):
+                replaced = split_matmul(inner, H100)
+                if replaced is not None:
+                    done.update(replaced)
         for inner in list(op.walk()):
             if inner in done or not isinstance(inner, t.TensorOp):
                 continue
             if not inner.name.startswith("kernel.") or is_alias(inner):
                 continue
-            if isinstance(inner, kernel.MatmulOp):
-                replaced = split_matmul(inner, H100)
-                if replaced is not None:
-                    done.update(replaced)
-                    continue
             new = customize(inner)
             Rewriter.replace_op(inner, new, new.results)

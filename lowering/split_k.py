@@ -16,6 +16,14 @@ the H100's 132 SMs). Split-K also splits the contraction dim over the grid:
   copy), sums the ``S`` partials of each output tile in one load and one
   ``reduce_sum``, applies the epilogue (a residual add, say) and stores.
 
+A *prologue* of RMSNorm rides along too (:func:`prologue_of`): where the
+rows are ``rms_norm(a)`` scaled by per-column weights (``rms_norm(a) * w``,
+as every transformer's norm before its projections), the partial kernel
+multiplies ``a``'s chunks by ``w``'s as it loads them, and the kernel that
+finishes each output tile divides it by the row's RMS, computed there from
+``a``'s whole row: ``(a / r * w) @ W = ((a * w) @ W) / r`` for a scale ``r``
+per row. The normalised rows are never written, and the norm is no kernel.
+
 ``S`` is the smallest split that gives the grid enough blocks to fill the
 target's SMs about twice (``blocks_to_aim_for``), so each block still walks a
 long stretch of ``K`` and the partial sums stay small next to the weight
@@ -47,6 +55,13 @@ WEIGHT_TILE_BYTES = 16 * 1024
 """Bytes of weight one block loads per for-loop iteration."""
 COMBINE_TILE = 4096
 """Most elements the combine kernel sums per block."""
+PROLOGUE_KINDS = ("mul", "mul_scalar", "neg", "cast")
+"""Ops that may continue a prologue's RMSNorm before the matmul: each scales
+the rows linearly (or only changes how they are stored), so the norm's
+per-row scale commutes with them and with the matmul."""
+ROW_TILE = 16384
+"""Most elements of ``a`` (all its rows) a block loads to compute the rows'
+RMS for a prologue."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,114 @@ def epilogue_of(op: kernel.MatmulOp, kinds: Collection[str]) -> list[t.TensorOp]
     return chain
 
 
+@dataclass(frozen=True)
+class Prologue:
+    """The rows of a skinny matmul as ``rms_norm(source)`` followed by
+    ``chain`` (each continuing the one before through its operand ``i`` of
+    the pair, the last the matmul's left operand)."""
+
+    norm: t.RmsNormBase
+    chain: tuple[tuple[t.TensorOp, int], ...]
+    source: SSAValue
+    """What the kernels read for the norm's input: the input itself, or what
+    a cast widened to fp32 for it (exactly the same values)."""
+
+    def ops(self) -> list[t.TensorOp]:
+        """The widening cast (if any), the norm and the chain, in program order."""
+        widened = self.norm.input.owner if self.source is not self.norm.input else None
+        return [
+            *([widened] if isinstance(widened, t.TensorOp) else []),
+            self.norm,
+            *(op for op, _ in self.chain),
+        ]
+
+
+def _per_column(shape: Sequence[int], rows: Sequence[int]) -> bool:
+    """Whether an operand of ``shape`` holds one value per column of a
+    ``rows``-shaped tensor (a norm's weight ``[K]``): the same for every row."""
+    return (
+        0 < len(shape) <= len(rows)
+        and shape[-1] == rows[-1]
+        and all(d == 1 for d in shape[:-1])
+    )
+
+
+def prologue_of(op: kernel.MatmulOp) -> Prologue | None:
+    """The RMSNorm prologue of ``op``'s rows (see the module docstring), or
+    None: the left operand must be an RMSNorm over the last dim continued by
+    :data:`PROLOGUE_KINDS` only, every ``mul`` by a per-column operand, each
+    of the rows' shape, and the rows small enough for one block
+    (:data:`ROW_TILE`)."""
+    rows = t.tensor_shape(op.lhs)
+    if prod(rows) > ROW_TILE:
+        return None
+    found = _prologue(op.lhs, rows)
+    if found is None:
+        return None
+    source = found.norm.input
+    if isinstance(source.owner, kernel.CastOp) and str(t.element_type(source)) == "f32":
+        source = source.owner.input  # widening is exact: read the narrow values
+    if t.element_type(source) != t.element_type(op.lhs):
+        return None  # the rows' chunks go to the matmul in its element type
+    return Prologue(found.norm, found.chain, source)
+
+
+def _prologue(value: SSAValue, rows: Sequence[int]) -> Prologue | None:
+    owner = value.owner
+    if (
+        not isinstance(owner, t.TensorOp)
+        or not owner.name.startswith("kernel.")
+        or t.tensor_shape(owner.results[0]) != tuple(rows)
+    ):
+        return None
+    if isinstance(owner, t.RmsNormBase):
+        return Prologue(owner, (), owner.input)
+    if owner.KIND not in PROLOGUE_KINDS:
+        return None
+    operands = list(owner.operands)
+    for i, chained in enumerate(operands):
+        others = operands[:i] + operands[i + 1 :]
+        if any(
+            o is chained or not _per_column(t.tensor_shape(o), rows) for o in others
+        ):
+            continue
+        found = _prologue(chained, rows)
+        if found is not None:
+            return Prologue(found.norm, (*found.chain, (owner, i)), found.source)
+        if owner.KIND != "mul":
+            break
+    return None
+
+
+def row_scale(bg: BlockGraph, rows: SSAValue, norm: t.RmsNormBase) -> SSAValue:
+    """The RMS of each row of the tile ``rows`` (its last dim whole), as
+    ``norm`` computes it: ``sqrt(mean(rows^2) + eps)``, one value per row."""
+    shape = t.tensor_shape(rows)
+    mean = bg.mul_scalar(bg.reduction(bg.square(rows), len(shape) - 1), 1 / shape[-1])
+    eps = norm.eps_value
+    return bg.sqrt(bg.add_scalar(mean, eps) if eps else mean)
+
+
+def apply_chain(
+    bg: BlockGraph,
+    value: SSAValue,
+    chain: Sequence[tuple[t.TensorOp, int]],
+    load: Callable[[SSAValue], SSAValue],
+) -> SSAValue:
+    """``chain`` applied to ``value`` (the tile each op continues through its
+    operand of the pair's index), the other operands read by ``load``. A cast
+    only changes how a value would be stored: the block computes in fp32, so
+    it is no block op."""
+    for op, i in chain:
+        if op.KIND == "cast":
+            continue
+        args = [value if j == i else load(v) for j, v in enumerate(op.operands)]
+        new = block.ELEMENTWISE_OPS[op.KIND](*args, *op.constant_args())
+        bg.block.add_op(new)
+        value = new.results[0]
+    return value
+
+
 View = Callable[[SSAValue, int], SSAValue]
 """A tensor seen with a given rank (its leading dims of 1 dropped or added)."""
 
@@ -197,21 +320,33 @@ def partial_kernel(
     threads: Sequence[int],
     epilogue: Sequence[t.TensorOp],
     view: View,
+    prologue: Prologue | None = None,
 ) -> kernel.CustomizedOp:
     """Block ``(j, s)``: the rows ``x [M, K]`` times column strip ``j`` of
     ``w [K, N]`` over K slice ``s``, stored at rows ``s * M`` of the
     ``[S * M, N]`` partial sums. Unsplit (``S = 1``) that is the product
-    itself, and the block applies ``epilogue`` before it stores."""
+    itself, and the block applies ``epilogue`` before it stores. With a
+    ``prologue`` (``x`` is then its source), each chunk of ``x`` goes
+    through the prologue's chain as it is loaded, and unsplit, the block
+    divides by the rows' RMS too."""
     n = t.tensor_shape(w)[-1]
     grid = (n // plan.n_tile, plan.splits, 1)
     bg = new_threadblock_graph(grid, threads, plan.forloop)
     loop = plan.forloop > 1
-    tx = bg.new_input(x, [-1, 1, -1], 1 if loop else -1)
+    xmap, fmap = [-1, 1, -1], 1 if loop else -1
+    tx = bg.new_input(x, xmap, fmap)
+    if prologue is not None:
+        tx = apply_chain(
+            bg, tx, prologue.chain, lambda v: bg.new_input(view(v, 2), xmap, fmap)
+        )
     tw = bg.new_input(w, [1, 0, -1], 0 if loop else -1)
     product = bg.matmul(tx, tw)
     value = bg.forloop_accum(product) if loop else product
     omap = [1, 0, -1]
     if plan.splits == 1:
+        if prologue is not None:
+            rows = bg.new_input(x, [-1, -1, -1], -1)
+            value = bg.div(value, row_scale(bg, rows, prologue.norm))
         value = add_epilogue(bg, value, matmul_result, epilogue, omap, view)
     bg.new_output(value, omap)
     return bg.customized_op()
@@ -223,14 +358,19 @@ def combine_kernel(
     epilogue: Sequence[t.TensorOp],
     threads: Sequence[int],
     view: View,
+    prologue: Prologue | None = None,
 ) -> kernel.CustomizedOp:
     """Sum the ``[S, M, N]`` partial sums over ``S`` and apply ``epilogue``;
-    the result is ``[1, M, N]``."""
+    the result is ``[1, M, N]``. With a ``prologue``, the sum is divided by
+    the RMS of each of its source's rows first."""
     splits, m, n = t.tensor_shape(partials)
     width = max(d for d in _divisors(n) if splits * m * d <= COMBINE_TILE or d == 1)
     bg = new_threadblock_graph((n // width, 1, 1), threads, 1)
     omap = [2, -1, -1]
     value = bg.reduction(bg.new_input(partials, omap, -1), 0)
+    if prologue is not None:
+        rows = bg.new_input(view(prologue.source, 3), [-1, -1, -1], -1)
+        value = bg.div(value, row_scale(bg, rows, prologue.norm))
     bg.new_output(add_epilogue(bg, value, matmul_result, epilogue, omap, view), omap)
     return bg.customized_op()
 
@@ -240,13 +380,15 @@ def split_k_ops(
     plan: SplitK,
     threads: Sequence[int],
     epilogue: Sequence[t.TensorOp] = (),
+    prologue: Prologue | None = None,
 ) -> tuple[list[Operation], SSAValue]:
     """The kernels (and reshapes: no copies) computing ``op`` followed by
     ``epilogue`` (element-wise ops, each continuing the one before and
     reading nothing else computed from the product), and the value that
-    replaces the last of them. The kernels see every tensor with the rank of
-    their tiles (its leading dims, all 1, dropped or added), so the rows and
-    columns are a plain matrix."""
+    replaces the last of them; with a ``prologue`` (:func:`prologue_of`),
+    ``op``'s rows computed from the prologue's source as they are read. The
+    kernels see every tensor with the rank of their tiles (its leading dims,
+    all 1, dropped or added), so the rows and columns are a plain matrix."""
     ops: list[Operation] = []
 
     def view(v: SSAValue, rank: int) -> SSAValue:
@@ -259,15 +401,18 @@ def split_k_ops(
         ops.append(reshape)
         return reshape.result
 
-    x, w = view(op.lhs, 2), view(op.rhs, 2)
-    partial = partial_kernel(x, w, op.result, plan, threads, epilogue, view)
+    rows = op.lhs if prologue is None else prologue.source
+    x, w = view(rows, 2), view(op.rhs, 2)
+    partial = partial_kernel(x, w, op.result, plan, threads, epilogue, view, prologue)
     ops.append(partial)
     result = partial.results[0]
     if plan.splits > 1:
         m, n = t.tensor_shape(x)[0], t.tensor_shape(w)[1]
         parts = kernel.ReshapeOp(result, (plan.splits, m, n))
         ops.append(parts)
-        combine = combine_kernel(parts.result, op.result, epilogue, threads, view)
+        combine = combine_kernel(
+            parts.result, op.result, epilogue, threads, view, prologue
+        )
         ops.append(combine)
         result = combine.results[0]
     final = t.tensor_shape((epilogue[-1] if epilogue else op).results[0])

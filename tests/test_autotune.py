@@ -21,10 +21,12 @@ def _binary(name: str) -> TritonBinary:
 
 
 def test_space_has_stages_only_where_a_loop_pipelines_a_dot(program) -> None:
-    """rmsnorm_linear b1 (dims / 16): the norm kernel (no loop) gets one
-    stage; the matmul's tensor-core form every stage, its multiply-and-sum
-    form (no tl.dot to pipeline) the one stage its loop runs without a GPU."""
-    norm, matmul = program.kernels
+    """rmsnorm_linear (dims / 16): at 16 rows, the norm kernel (no loop) gets
+    one stage; at one row (one kernel: the norm is computed in the matmul's),
+    the matmul's tensor-core form every stage, its multiply-and-sum form (no
+    tl.dot to pipeline) the one stage its loop runs without a GPU."""
+    norm = generate_triton(WORKLOADS["rmsnorm_linear"].module(16, 16)).kernels[0]
+    (matmul,) = program.kernels
     assert {c.num_stages for c in autotune.space(norm)} == {1}
     assert matmul.forloop > 1 and matmul.dot_variants == (matmul.name,)
     by_form = {

@@ -285,7 +285,7 @@ def test_cuda_c_kernels_are_launched_plainly() -> None:
     so their kernels neither wait for their predecessor nor declare it."""
     from mirage_xdsl.lowering.cuda import generate_program
 
-    program = generate_program(WORKLOADS["rmsnorm_linear"].module(1, 16))
+    program = generate_program(WORKLOADS["rmsnorm_linear"].module(16, 16))
     assert len(program.launches) == 2 and not any(x.waits for x in program.launches)
     assert "griddepcontrol" not in program.source
 

@@ -56,9 +56,17 @@ def test_the_split_follows_the_targets_sm_count() -> None:
     assert plan_split_k(1, 512, 2048, 2, small).splits == 4  # 8 strips x 4 = 32
 
 
-def _program(rows: tuple[int, ...], k: int, n: int, dtype: str, epilogue: str) -> str:
+def _program(
+    rows: tuple[int, ...],
+    k: int,
+    n: int,
+    dtype: str,
+    epilogue: str,
+    norm: bool = False,
+) -> str:
     """``x @ w`` then ``epilogue`` (``add``: a residual; ``mul``: times a
-    per-column weight, then plus the residual), as kernel ops."""
+    per-column weight, then plus the residual), as kernel ops; with ``norm``,
+    ``x`` is ``rms_norm(a) * nw`` (a per-column weight ``[K]``, on the left)."""
     x = "x".join(map(str, (*rows, k)))
     y = "x".join(map(str, (*rows, n)))
     lines = [
@@ -66,6 +74,15 @@ def _program(rows: tuple[int, ...], k: int, n: int, dtype: str, epilogue: str) -
         f"tensor<{k}x{n}x{dtype}> -> tensor<{y}x{dtype}>"
     ]
     args = [f"%x: tensor<{x}x{dtype}>", f"%w: tensor<{k}x{n}x{dtype}>"]
+    if norm:
+        args[0] = f"%a: tensor<{x}x{dtype}>"
+        args.append(f"%nw: tensor<{k}x{dtype}>")
+        lines[:0] = [
+            f"%n = kernel.rms_norm %a eps 1.000000e-05 : tensor<{x}x{dtype}> "
+            f"-> tensor<{x}x{dtype}>",
+            f"%x = kernel.mul %nw, %n : tensor<{k}x{dtype}>, tensor<{x}x{dtype}> "
+            f"-> tensor<{x}x{dtype}>",
+        ]
     last = "%y"
     if epilogue == "mul":
         args.append(f"%g: tensor<{n}x{dtype}>")
@@ -134,6 +151,115 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
     assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
 
 
+NORMED = [
+    ((1,), 4096, 256, "f16", "add"),  # split 32 ways
+    ((3,), 4096, 256, "bf16", "mul"),
+    ((1, 4), 512, 64, "f16", "none"),  # unsplit: the partial kernel divides
+]
+
+
+@pytest.mark.parametrize("rows, k, n, dtype, epilogue", NORMED)
+def test_an_rmsnorm_making_the_rows_is_computed_in_the_split_kernels(
+    rows, k, n, dtype, epilogue
+) -> None:
+    text = _program(rows, k, n, dtype, epilogue, norm=True)
+    module = parse(make_context(), text, "normed.mlir")
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    kernels = _customized(module)
+    split = plan_split_k(int(np.prod(rows)), n, k, 2, H100).splits
+    assert len(kernels) == (2 if split > 1 else 1)
+    assert not [op for op in module.walk() if op.name.startswith("kernel.rms_norm")]
+    assert not [op for op in module.walk() if op.name == "kernel.mul"]
+    names = [op.name for op in kernels[-1].entry.ops]
+    assert "block.sqrt" in names and "block.div" in names
+    (got,) = interpreter.run(module, xs)
+    assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
+
+
+def test_a_norm_computed_in_fp32_reads_the_narrow_rows() -> None:
+    """transformers' RMSNorm: bf16 rows widened to fp32, normalised, narrowed
+    again and scaled by the weight. The widening is exact, so the kernels
+    read the bf16 rows; neither cast nor the norm is left as a kernel."""
+    from mirage_xdsl.ir.builder import bfloat16, float32, new_kernel_graph
+
+    g = new_kernel_graph("hf_norm")
+    a, nw = g.new_input((1, 2048), bfloat16), g.new_input((2048,), bfloat16)
+    w = g.new_input((2048, 512), bfloat16)
+    n = g.cast(g.rms_norm(g.cast(a, float32), 1e-6), bfloat16)
+    g.mark_output(g.matmul(g.mul(nw, n), w))
+    module = g.module()
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    assert [op.name for op in module.walk() if op.name.startswith("kernel.")] == [
+        "kernel.reshape",  # the weight [2048] as [1, 2048]
+        "kernel.customized",
+        "kernel.reshape",
+        "kernel.reshape",
+        "kernel.customized",
+        "kernel.reshape",
+    ]
+    (got,) = interpreter.run(module, xs)
+    assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
+
+
+def _normed_twice(returned: bool) -> str:
+    """One RMSNorm feeding two projections (gate and up); ``returned``: the
+    normalised rows are a result too."""
+    t = "tensor<1x1024xf16>"
+    out = "tensor<1x128xf16>"
+    results = f"{out}, {out}" + (f", {t}" if returned else "")
+    values = "%g, %u" + (", %x" if returned else "")
+    return f"""
+func.func @mlp(%a: {t}, %nw: tensor<1024xf16>, %wg: tensor<1024x128xf16>,
+               %wu: tensor<1024x128xf16>) -> ({results}) {{
+  %n = kernel.rms_norm %a eps 1.000000e-06 : {t} -> {t}
+  %x = kernel.mul %n, %nw : {t}, tensor<1024xf16> -> {t}
+  %g = kernel.matmul %x, %wg : {t}, tensor<1024x128xf16> -> {out}
+  %u = kernel.matmul %x, %wu : {t}, tensor<1024x128xf16> -> {out}
+  func.return {values} : {results}
+}}
+"""
+
+
+@pytest.mark.parametrize("returned", [False, True])
+def test_a_norm_read_by_two_projections_is_dropped_only_when_nothing_else_reads_it(
+    returned: bool,
+) -> None:
+    module = parse(make_context(), _normed_twice(returned), "mlp.mlir")
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    blocks = [[o.name for o in op.entry.ops] for op in _customized(module)]
+    assert sum("block.matmul" in b for b in blocks) == 2  # each projection's
+    assert sum("block.sqrt" in b for b in blocks) == 2  # each divides by the RMS
+    assert sum("block.rms_norm" in b for b in blocks) == (1 if returned else 0)
+    got = interpreter.run(module, xs)
+    for g, w in zip(got, want, strict=True):
+        assert np.linalg.norm(g - w) <= 1e-5 * np.linalg.norm(w)
+
+
+def test_a_norm_of_the_rows_times_themselves_is_no_prologue() -> None:
+    """``n * n`` does not scale the rows linearly: the norm stays a kernel."""
+    text = _program((1,), 4096, 256, "f16", "none", norm=True).replace(
+        "kernel.mul %nw, %n : tensor<4096xf16>",
+        "kernel.mul %n, %n : tensor<1x4096xf16>",
+    )
+    module = parse(make_context(), text, "square.mlir")
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    assert len(_customized(module)) == 4  # norm, product, partial, combine
+    (got,) = interpreter.run(module, xs)
+    assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
+
+
 def _trusted(rows: list[dict], dtype: str) -> list[dict]:
     """The interpreter's rows that can be trusted: Triton 3.9's CPU interpreter
     multiplies bf16 ``tl.dot`` operands wrongly (a lone 16 x 16 ``tl.dot`` of
@@ -145,11 +271,12 @@ def _trusted(rows: list[dict], dtype: str) -> list[dict]:
 @needs_triton
 def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
     rows = []
-    for i, (shape, epilogue) in enumerate([((1,), "add"), ((3,), "mul")]):
+    cases = [((1,), "add", False), ((3,), "mul", False), ((1,), "add", True)]
+    for i, (shape, epilogue, norm) in enumerate(cases):
         path = tmp_path / f"p{i}.mlir"
-        path.write_text(_program(shape, 4096, 256, "f16", epilogue))
+        path.write_text(_program(shape, 4096, 256, "f16", epilogue, norm))
         rows += _interpret("file", str(path))
-    assert len(rows) == 3  # one row has the multiply-and-sum form too
+    assert len(rows) == 5  # two rows have the multiply-and-sum form too
     assert not _failures(rows)
 
 

@@ -39,10 +39,10 @@
 // An f16 program gets no bf16 prelude: its source is as before bf16 existed.
 // F16-NOT:     mx_bf
 
-func.func @norm_linear(%x: tensor<16x256xbf16>, %w: tensor<256x128xbf16>) -> tensor<16x128xbf16> {
-  %n = kernel.rms_norm %x : tensor<16x256xbf16> -> tensor<16x256xbf16>
-  %y = kernel.matmul %n, %w : tensor<16x256xbf16>, tensor<256x128xbf16> -> tensor<16x128xbf16>
-  func.return %y : tensor<16x128xbf16>
+func.func @norm_linear(%x: tensor<32x256xbf16>, %w: tensor<256x128xbf16>) -> tensor<32x128xbf16> {
+  %n = kernel.rms_norm %x : tensor<32x256xbf16> -> tensor<32x256xbf16>
+  %y = kernel.matmul %n, %w : tensor<32x256xbf16>, tensor<256x128xbf16> -> tensor<32x128xbf16>
+  func.return %y : tensor<32x128xbf16>
 }
 
 func.func @scores(%q: tensor<64x64xbf16>, %k: tensor<64x256xbf16>) -> tensor<64x256xbf16> {
