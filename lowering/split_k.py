@@ -247,11 +247,17 @@ def _prologue(value: SSAValue, rows: Sequence[int]) -> Prologue | None:
     return None
 
 
-def row_scale(bg: BlockGraph, rows: SSAValue, norm: t.RmsNormBase) -> SSAValue:
-    """The RMS of each row of the tile ``rows`` (its last dim whole), as
-    ``norm`` computes it: ``sqrt(mean(rows^2) + eps)``, one value per row."""
-    shape = t.tensor_shape(rows)
-    mean = bg.mul_scalar(bg.reduction(bg.square(rows), len(shape) - 1), 1 / shape[-1])
+def sum_of_squares(bg: BlockGraph, rows: SSAValue) -> SSAValue:
+    """The sum of the squares of each row of the tile ``rows``."""
+    return bg.reduction(bg.square(rows), len(t.tensor_shape(rows)) - 1)
+
+
+def row_scale(
+    bg: BlockGraph, squares: SSAValue, width: int, norm: t.RmsNormBase
+) -> SSAValue:
+    """The RMS of each row from the sum of its ``width`` squares, as ``norm``
+    computes it: ``sqrt(mean(rows^2) + eps)``, one value per row."""
+    mean = bg.mul_scalar(squares, 1 / width)
     eps = norm.eps_value
     return bg.sqrt(bg.add_scalar(mean, eps) if eps else mean)
 
@@ -327,14 +333,20 @@ def partial_kernel(
     ``[S * M, N]`` partial sums. Unsplit (``S = 1``) that is the product
     itself, and the block applies ``epilogue`` before it stores. With a
     ``prologue`` (``x`` is then its source), each chunk of ``x`` goes
-    through the prologue's chain as it is loaded, and unsplit, the block
-    divides by the rows' RMS too."""
+    through the prologue's chain as it is loaded; unsplit, the block also
+    sums the squares of the chunks (all of each row) and divides by the
+    rows' RMS."""
     n = t.tensor_shape(w)[-1]
     grid = (n // plan.n_tile, plan.splits, 1)
     bg = new_threadblock_graph(grid, threads, plan.forloop)
     loop = plan.forloop > 1
     xmap, fmap = [-1, 1, -1], 1 if loop else -1
     tx = bg.new_input(x, xmap, fmap)
+    squares = None
+    if prologue is not None and plan.splits == 1:
+        # the block walks all of K: it sums the squares of the chunks it loads
+        squares = sum_of_squares(bg, tx)
+        squares = bg.forloop_accum(squares) if loop else squares
     if prologue is not None:
         tx = apply_chain(
             bg, tx, prologue.chain, lambda v: bg.new_input(view(v, 2), xmap, fmap)
@@ -344,9 +356,9 @@ def partial_kernel(
     value = bg.forloop_accum(product) if loop else product
     omap = [1, 0, -1]
     if plan.splits == 1:
-        if prologue is not None:
-            rows = bg.new_input(x, [-1, -1, -1], -1)
-            value = bg.div(value, row_scale(bg, rows, prologue.norm))
+        if prologue is not None and squares is not None:
+            k = t.tensor_shape(x)[-1]
+            value = bg.div(value, row_scale(bg, squares, k, prologue.norm))
         value = add_epilogue(bg, value, matmul_result, epilogue, omap, view)
     bg.new_output(value, omap)
     return bg.customized_op()
@@ -370,7 +382,10 @@ def combine_kernel(
     value = bg.reduction(bg.new_input(partials, omap, -1), 0)
     if prologue is not None:
         rows = bg.new_input(view(prologue.source, 3), [-1, -1, -1], -1)
-        value = bg.div(value, row_scale(bg, rows, prologue.norm))
+        squares = sum_of_squares(bg, rows)
+        value = bg.div(
+            value, row_scale(bg, squares, t.tensor_shape(rows)[-1], prologue.norm)
+        )
     bg.new_output(add_epilogue(bg, value, matmul_result, epilogue, omap, view), omap)
     return bg.customized_op()
 
