@@ -60,8 +60,9 @@ PROLOGUE_KINDS = ("mul", "mul_scalar", "neg", "cast")
 the rows linearly (or only changes how they are stored), so the norm's
 per-row scale commutes with them and with the matmul."""
 ROW_TILE = 16384
-"""Most elements of ``a`` (all its rows) a block loads to compute the rows'
-RMS for a prologue."""
+"""Most elements of ``a`` (all its rows) a combine kernel's block loads to
+compute the rows' RMS for a prologue (unsplit, the partial kernel sums the
+squares of the chunks it loads anyway)."""
 
 
 @dataclass(frozen=True)
@@ -200,14 +201,14 @@ def _per_column(shape: Sequence[int], rows: Sequence[int]) -> bool:
     )
 
 
-def prologue_of(op: kernel.MatmulOp) -> Prologue | None:
+def prologue_of(op: kernel.MatmulOp, plan: SplitK) -> Prologue | None:
     """The RMSNorm prologue of ``op``'s rows (see the module docstring), or
     None: the left operand must be an RMSNorm over the last dim continued by
     :data:`PROLOGUE_KINDS` only, every ``mul`` by a per-column operand, each
-    of the rows' shape, and the rows small enough for one block
-    (:data:`ROW_TILE`)."""
+    of the rows' shape; split over K, the rows must be small enough for the
+    combine kernel's blocks to load them whole (:data:`ROW_TILE`)."""
     rows = t.tensor_shape(op.lhs)
-    if prod(rows) > ROW_TILE:
+    if plan.splits > 1 and prod(rows) > ROW_TILE:
         return None
     found = _prologue(op.lhs, rows)
     if found is None:

@@ -82,3 +82,31 @@ def test_methods_are_checked_before_they_are_timed() -> None:
     bench.deadline = 0.0
     bench.time_method(case, "torch.compile", bench.torch_method(case, "default"))
     assert case.status["torch.compile"] == "skipped (budget)"
+
+
+def test_normed_projections_read_one_norm_and_check_against_torch() -> None:
+    """The normed group: its cases and bytes, its default build (the norm
+    computed in the split kernels: two kernels at one row), and torch's
+    method passing the check on the CPU (the first product compared)."""
+    args = bp.parse_args(["--only", "normed", "--rows", "1"])
+    cases = bp.cases(args)
+    assert [c.name for c in cases] == [
+        "norm+2048x3072",
+        "norm+2048x8192+8192",
+        "norm+4096x6144",
+        "norm+4096x14336+14336",
+    ]
+    gate_up = cases[1]
+    assert gate_up.shapes == [[1, 2048], [2048], [2048, 8192], [2048, 8192]]
+    assert gate_up.floor_bytes == 2 * (2048 + 2048 + 2 * 2048 * 8192 + 2 * 8192)
+    module = bp.module_of(cases[0])
+    assert [op.name for op in module.walk() if op.name.startswith("kernel.")] == [
+        "kernel.rms_norm",
+        "kernel.mul",
+        "kernel.matmul",
+    ]
+    bench = bp.Bench(args, timer=_Timer(), device="cpu")
+    bench.time_method(gate_up, "torch", bench.torch_method(gate_up, None))
+    assert gate_up.status["torch"] == "ok"
+    bench.time_method(gate_up, "default", lambda: lambda xs: xs[0] @ xs[2])
+    assert gate_up.status["default"].startswith("wrong")

@@ -24,7 +24,8 @@ from mirage_xdsl.semantics.inputs import random_inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-from bench_projections import PROJECTIONS  # noqa: E402
+from bench_projections import NORMED as NORMED_PROJECTIONS  # noqa: E402
+from bench_projections import PROJECTIONS, normed_module  # noqa: E402
 
 SPLITS = {
     (2048, 2048): 8,
@@ -301,6 +302,29 @@ def test_projections_run_under_triton_and_compile_for_sm_90(
         checked = _trusted(_interpret("file", str(path)), dtype)
         assert checked and not _failures(checked)
         for compiled in _compile_all_forms(parse(make_context(), text, str(path))):
+            _check_compiled(compiled)
+
+
+@needs_triton
+@pytest.mark.slow
+@pytest.mark.parametrize("k, ns", NORMED_PROJECTIONS)
+def test_normed_projections_run_under_triton_and_compile_for_sm_90(
+    k: int, ns: tuple[int, ...], tmp_path: Path
+) -> None:
+    """The RMSNorm-fed projections of the 1B and 8B layers at 1 and 16 rows:
+    Triton's interpreter against ours, and every form of every kernel
+    compiled to an sm_90 cubin within a block's shared memory."""
+    from test_triton import _check_compiled, _compile_all_forms
+
+    from mirage_xdsl.ir.printing import module_text
+
+    for rows in (1, 16):
+        module = normed_module(rows, k, ns)
+        path = tmp_path / f"normed{rows}.mlir"
+        path.write_text(module_text(module))
+        checked = _interpret("file", str(path))
+        assert checked and not _failures(checked)
+        for compiled in _compile_all_forms(module):
             _check_compiled(compiled)
 
 

@@ -13,6 +13,12 @@ Llama-3.2-1B and Llama-3-8B-sized layers) is timed as:
   ``max-autotune`` (without inductor's CUDA graphs: every method is captured
   in our own).
 
+The *normed* projections (``norm+KxN[+N]``) are the same matmuls reading
+the rows of an RMSNorm times its weight, as a layer's q/k/v and gate/up
+projections do: ``rms_norm(x) * g @ w`` (one or two weights), timed as
+``default`` (where the split-K kernels compute the norm themselves), ``search``,
+eager torch and both ``torch.compile`` modes.
+
 The row-wise programs (add + RMSNorm with a weight, softmax, LayerNorm
 written as plain ops, L2 norm, an element-wise chain ``silu(x) * y + z``) at
 1, 8 and 16 rows of 2048 and 4096 are captured from torch functions and timed
@@ -67,6 +73,14 @@ PROJECTIONS = (
 )
 """K x N: the q/o, k/v, gate/up and down projections of Llama-3.2-1B and
 Llama-3-8B-sized layers (and a 2048 x 8192 / 16384 up projection)."""
+NORMED = (
+    (2048, (3072,)),
+    (2048, (8192, 8192)),
+    (4096, (6144,)),
+    (4096, (14336, 14336)),
+)
+"""K and the N of each projection reading one RMSNorm's rows (times its
+weight): q/k/v as one matmul, and gate and up, of the 1B and 8B layers."""
 ROWS = (1, 8, 16)
 WIDTHS = (2048, 4096)
 COPY_BYTES = 1 << 30
@@ -124,7 +138,7 @@ class Case:
 
     name: str
     kind: str
-    """``projection`` or ``rowwise``."""
+    """``projection``, ``normed`` or ``rowwise``."""
     rows: int
     shapes: list[list[int]]
     floor_bytes: int
@@ -147,6 +161,34 @@ def projection_module(m: int, k: int, n: int):
     return g.module()
 
 
+def normed_module(m: int, k: int, ns: tuple[int, ...]):
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph("norm_" + "_".join(f"{k}x{n}" for n in ns))
+    x, gain = g.new_input((m, k)), g.new_input((k,))
+    rows = g.mul(g.rms_norm(x, EPS), gain)
+    for n in ns:
+        g.mark_output(g.matmul(rows, g.new_input((k, n))))
+    return g.module()
+
+
+EPS = 1e-5
+
+
+def normed_torch(x, gain, *weights):
+    """What :func:`normed_module` computes, as a model's RMSNorm does it (in
+    fp32, then back to the rows' type, times the weight): every product."""
+    import torch
+
+    rows = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS)
+    rows = rows.to(x.dtype) * gain
+    return tuple(rows @ w for w in weights)
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
 def _wanted(args, name: str, group: str) -> bool:
     return not args.only or name in args.only or group in args.only
 
@@ -159,6 +201,14 @@ def cases(args) -> list[Case]:
         for m in args.rows:
             bytes_ = 2 * (m * k + k * n + m * n)
             out.append(Case(f"{k}x{n}", "projection", m, [[m, k], [k, n]], bytes_))
+    for k, ns in NORMED:
+        name = f"norm+{k}x" + "+".join(map(str, ns))
+        if not _wanted(args, name, "normed"):
+            continue
+        for m in args.rows:
+            ins = [[m, k], [k], *([k, n] for n in ns)]
+            bytes_ = 2 * (sum(numel(s) for s in ins) + m * sum(ns))
+            out.append(Case(name, "normed", m, ins, bytes_))
     for name, (_, shapes) in ROWWISE.items():
         if not _wanted(args, name, "rowwise"):
             continue
@@ -175,6 +225,9 @@ def module_of(case: Case):
     if case.kind == "projection":
         (m, k), (_, n) = case.shapes
         return projection_module(m, k, n)
+    if case.kind == "normed":
+        (m, k), _, *weights = case.shapes
+        return normed_module(m, k, tuple(w[1] for w in weights))
     import torch
 
     from mirage_xdsl.torch import capture
@@ -189,6 +242,8 @@ def torch_fn(case: Case) -> Callable:
 
     if case.kind == "projection":
         return torch.matmul
+    if case.kind == "normed":
+        return normed_torch
     return ROWWISE[case.name.split("/")[0]][0]
 
 
@@ -218,13 +273,15 @@ class Bench:
         xs = []
         for s in case.shapes:
             x = torch.randn(s, device=self.device, dtype=torch.float16, generator=g)
-            if case.kind == "projection" and len(xs) == 1:
-                x /= s[0] ** 0.5
+            if (case.kind, len(xs)) == ("projection", 1) or (
+                case.kind == "normed" and len(xs) > 1 and len(s) == 2
+            ):
+                x /= s[0] ** 0.5  # a weight: products of unit size
             xs.append(x)
         return xs
 
     def reference(self, case: Case, xs: list):
-        return torch_fn(case)(*[x.float() for x in xs])
+        return _first(torch_fn(case)(*[x.float() for x in xs]))
 
     def check(self, got, want) -> str:
         err = float((got.float() - want).norm() / want.norm().clamp_min(1e-30))
@@ -317,7 +374,7 @@ class Bench:
                 if mode == "max-autotune":
                     options["mode"] = "max-autotune-no-cudagraphs"
                 fn = torch.compile(fn, **options)
-            return lambda xs: fn(*xs)
+            return lambda xs: _first(fn(*xs))
 
         return make
 
@@ -348,9 +405,14 @@ PHASES = (
     ("rowwise", "torch"),
     ("rowwise", "default"),
     ("rowwise", "torch.compile"),
+    ("normed", "torch"),
+    ("normed", "default"),
+    ("normed", "torch.compile"),
     ("projection", "search"),
     ("rowwise", "search"),
+    ("normed", "search"),
     ("projection", "max-autotune"),
+    ("normed", "max-autotune"),
 )
 """(programs, method) in the order they run: cheapest first, so a run its
 budget cuts short still has the headline figures."""
@@ -419,8 +481,8 @@ def parse_args(argv):
         __doc__.splitlines()[0],
         budget=360.0,
         search_cap=8.0,
-        only="projections (KxN), row-wise programs by name, or the groups "
-        "'projections' and 'rowwise'",
+        only="projections (KxN), normed projections (norm+KxN), row-wise programs "
+        "by name, or the groups 'projections', 'normed' and 'rowwise'",
     )
     p.add_argument(
         "--rows", type=lambda s: [int(v) for v in s.split(",")], default=list(ROWS)
