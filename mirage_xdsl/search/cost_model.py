@@ -8,8 +8,9 @@ registers), tensor-core FLOPs of block matmuls (padded to the mma shape) and
 CUDA-core FLOPs of the rest. A grid with fewer blocks than SMs leaves
 bandwidth and compute idle, a block streams its tiles no faster than its own
 warps move them (:func:`block_streaming`), a for-loop streams no faster than
-its blocks' tiles in flight allow (:func:`streaming_bandwidth`), and each for-loop
-iteration adds latency that pipelining does not hide completely. Library ops (the input program) are
+its blocks' tiles in flight allow (:func:`streaming_bandwidth`), each for-loop
+iteration adds latency that pipelining does not hide completely, and a block
+holding more at once than an SM's registers spills (:func:`spills`). Library ops (the input program) are
 costed as ideal vendor kernels: inputs read and output written once (a
 transpose like any element-wise copy); a reshape, which the lowering makes an
 alias of its operand's buffer, costs nothing.
@@ -201,6 +202,8 @@ def customized_cost(
         + first_load / target.sm_dram_bandwidth
         + iters * target.iteration_seconds
     )
+    if spills(graph, tiles, target):
+        seconds *= SPILL_SLOWDOWN
     return KernelCost(
         seconds + target.launch_seconds,
         dram,
@@ -209,6 +212,24 @@ def customized_cost(
         tensor_flops + cuda_flops,
         blocks,
     )
+
+
+SPILL_SLOWDOWN = 4.0
+"""How much slower a kernel whose blocks spill (:func:`spills`) runs than its
+other resources say. On the H200, three one-kernel decode projections whose
+blocks each held a whole-K weight strip of 64K elements took 1.35, 5.4 and
+7.5 times what this model had costed them (12.0 µs for 8.9, 199.9 for 36.6,
+60.0 for 8.0), where the same forms with half the strip took 1.04 times."""
+
+
+def spills(graph: BlockGraph, tiles: Sequence[Shape], target: Target) -> bool:
+    """Whether a block holds more at once than an SM's registers: the tiles
+    of its inputs for one for-loop iteration (all of them, without a loop),
+    each element in fp32 as the kernels compute. What does not fit is
+    spilled to local memory and read back op by op (a block holding a
+    2048 x 32 weight strip whole, for a one-row product without a loop)."""
+    held = sum(numel(tiles[v]) for v in range(len(graph.inputs)))
+    return held * ACCUMULATOR_BYTES > target.registers_per_sm * 4
 
 
 UNROLL_ITERATIONS = 64

@@ -1,0 +1,41 @@
+"""The cost model's account of what a block can hold: a block whose tiles
+outgrow an SM's registers spills, and is costed as the H200 ran such kernels."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
+from mirage_xdsl.search.cost_model import H100, SPILL_SLOWDOWN, cost, spills
+from mirage_xdsl.search.ugraph import block_shapes, from_function, kernel_shapes
+from mirage_xdsl.semantics.interpreter import entry_function
+
+
+def _one_kernel_gemv(blocks: int, n: int = 2048, k: int = 2048):
+    """``x [1, K] @ w [K, N]`` as one kernel without a for-loop: each of
+    ``blocks`` blocks holds a whole-K strip of ``N / blocks`` columns."""
+    g = new_kernel_graph("gemv")
+    x, w = g.new_input((1, k)), g.new_input((k, n))
+    bg = new_threadblock_graph((blocks, 1, 1))
+    product = bg.matmul(
+        bg.new_input(x, (-1, -1, -1), -1), bg.new_input(w, (1, -1, -1), -1)
+    )
+    bg.new_output(product, (1, -1, -1))
+    g.mark_output(*g.customized([x, w], bg))
+    return from_function(entry_function(g.module()))
+
+
+@pytest.mark.parametrize("blocks, spilled", [(128, False), (64, True)])
+def test_a_block_holding_a_whole_k_strip_of_64k_elements_spills(blocks, spilled):
+    ug = _one_kernel_gemv(blocks)
+    (op,) = ug.ops
+    tiles = block_shapes(op.graph, kernel_shapes(ug)[: len(ug.inputs)])
+    assert spills(op.graph, tiles, H100) is spilled
+
+
+def test_a_spilling_form_costs_more_than_the_one_with_half_the_strip():
+    """The o projection's one-kernel forms on the H200: 128 blocks of 16
+    columns took 6.8 µs, 64 blocks of 32 columns 60.0 µs (costed 6.5 and 8.0
+    before blocks could spill)."""
+    half, whole = cost(_one_kernel_gemv(128)), cost(_one_kernel_gemv(64))
+    assert whole > 0.5 * SPILL_SLOWDOWN * half
