@@ -108,3 +108,40 @@ def test_the_record_keeps_only_the_most_recent(monkeypatch) -> None:
     for i in range(5):
         autotune.compile_all(f"src {i}", [(("*fp16",), KernelConfig("k"))])
     assert len(autotune._binaries) == 3
+
+
+def test_past_the_search_deadline_a_kernel_gets_its_default_settings_unkept(
+    program, tmp_path, monkeypatch
+) -> None:
+    """Timing a candidate past its search's deadline compiles only the
+    heuristic setting of each kernel with no cached choice (and its fewer
+    stages), times those, and keeps no choice: the program the search picks
+    is tuned in full when it is built."""
+    import time
+
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", lambda job: _binary(job[2].key()))
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    (kernel,) = program.kernels
+    default = autotune.heuristic(kernel)
+    timed: list[str] = []
+
+    def timer(k, binary):
+        timed.append(binary.name)
+        return float(len(timed))
+
+    with timing_until(time.monotonic() - 1):
+        late = autotune.pending([kernel], "GPU", late=True)
+        chosen = autotune.tune("src", [kernel], "GPU", timer)
+    assert [c for _, c in late] == [default, *autotune.fallbacks(default)]
+    assert timed == [c.key() for _, c in late]
+    assert chosen[kernel.name][0] == default  # the first timed, the fastest
+    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is None
+    # within the deadline the whole space is timed and the choice kept
+    with timing_until(time.monotonic() + 60):
+        autotune.tune("src", [kernel], "GPU", timer)
+    assert len(timed) == len(late) + len(autotune.space(kernel))
+    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is not None

@@ -97,6 +97,7 @@ def test_a_segmented_search_ends_within_its_budget():
 
 
 def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
+    from mirage_xdsl.search.budget import past_timing_deadline
     from mirage_xdsl.search.ranking import measured_pick
     from mirage_xdsl.search.report import Report
     from mirage_xdsl.search.ugraph import from_function
@@ -106,17 +107,21 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
     timed: list[object] = []
     prepared: list[int] = []
 
+    late: list[bool] = []
+
     class Measure:
         def prepare(self, modules):
             prepared.append(len(modules))
 
         def __call__(self, module):
             timed.append(module)
+            late.append(past_timing_deadline())  # what the tuner asks
             return 4.0 - len(timed)
 
     report = Report("gqa")
     cost, _ = measured_pick(pool, Measure(), report, time.monotonic() - 1, 2)
     assert len(timed) == 2 and prepared == [2] and cost == 2.0
+    assert late == [True, True] and not past_timing_deadline()
     assert report.stopped == "budget" and len(report.measured) == 2
     timed.clear()
     assert measured_pick(pool, Measure(), Report("gqa"))[0] == 1.0

@@ -39,6 +39,7 @@ from mirage_xdsl.runtime.triton_compile import (
     compile_kernel,
     triton_version,
 )
+from mirage_xdsl.search.budget import past_timing_deadline
 from mirage_xdsl.search.options import usable_cpus
 
 WARPS = (1, 2, 4, 8, 16)
@@ -184,14 +185,23 @@ def compile_all(
 
 
 def pending(
-    kernels: list[TritonKernel], gpu: str
+    kernels: list[TritonKernel], gpu: str, late: bool = False
 ) -> list[tuple[TritonKernel, KernelConfig]]:
     """What :func:`tune` compiles for these kernels: the cached choice of a
-    kernel tuned before on this GPU, else every setting of its space."""
+    kernel tuned before on this GPU, else every setting of its space; ``late``
+    (past the deadline of the search timing it, ``search.budget.
+    timing_until``), only the :func:`heuristic` setting and its
+    :func:`fallbacks` (a search keeps to its budget; the program it picks is
+    tuned in full when it is built)."""
     out: list[tuple[TritonKernel, KernelConfig]] = []
     for k in kernels:
         hit = cached_choice(tune_key(k, gpu))
-        configs = [hit] if hit is not None and hit.variant in k.variants else space(k)
+        if hit is not None and hit.variant in k.variants:
+            configs = [hit]
+        elif late:
+            configs = [heuristic(k), *fallbacks(heuristic(k))]
+        else:
+            configs = space(k)
         out += [(k, c) for c in configs]
     return out
 
@@ -228,7 +238,8 @@ def tune(
 ) -> dict[str, tuple[KernelConfig, TritonBinary]]:
     """The fastest setting of every kernel (from the cache where it has one)."""
     chosen: dict[str, tuple[KernelConfig, TritonBinary]] = {}
-    settings = pending(kernels, gpu)
+    late = past_timing_deadline()
+    settings = pending(kernels, gpu, late)
     binaries = compile_all(source, [(k.signature, c) for k, c in settings])
     by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
     for (k, config), binary in zip(settings, binaries, strict=True):
@@ -244,7 +255,8 @@ def tune(
         timings = {c.key(): _timed(timer, k, b) for c, b in options}
         best = min(options, key=lambda cb: timings[cb[0].key()])
         chosen[k.name] = best
-        store_choice(tune_key(k, gpu), best[0], timings)
+        if not late:  # a choice among a few settings is no choice to keep
+            store_choice(tune_key(k, gpu), best[0], timings)
         if log is not None:
             log(
                 f"autotune {k.name}: {best[0].key()} {timings[best[0].key()]:.1f} µs "

@@ -6,18 +6,41 @@ far. :class:`Stop` holds why it stopped; SIGINT and SIGTERM set it (a second
 one aborts), as does a worker process that dies (``pool.py``).
 
 A search keeps part of its budget (:func:`reserve`) to verify and time
-what it found: generation ends early enough for that. A program cut into
+what it found: generation ends early enough for that. Timing a candidate
+tunes its kernels, which can take longer than everything before it; past
+the search's deadline (:func:`timing_until`) the tuner gives a kernel it
+has no choice for its default settings instead (``runtime/autotune.py``). A program cut into
 segments gives each segment's search a share of its budget by the work it
 is estimated to need, with a floor (:class:`Shares`).
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+
+_TIMING_DEADLINE: ContextVar[float] = ContextVar("timing_deadline", default=math.inf)
+
+
+@contextmanager
+def timing_until(deadline: float) -> Iterator[None]:
+    """Time candidates within ``deadline`` (a ``time.monotonic()`` value):
+    what tunes their kernels asks :func:`past_timing_deadline`."""
+    token = _TIMING_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _TIMING_DEADLINE.reset(token)
+
+
+def past_timing_deadline() -> bool:
+    """Whether the candidate being timed is timed past its search's deadline."""
+    return time.monotonic() > _TIMING_DEADLINE.get()
 
 
 class Stop:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
-from mirage_xdsl.search.budget import Stop
+from mirage_xdsl.search.budget import Stop, timing_until
 from mirage_xdsl.search.fusion import row_fused
 from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
@@ -235,7 +235,8 @@ def measured_pick(
         if i >= always and time.monotonic() + each > deadline:
             report.stopped = report.stopped or "budget"
             break
-        seconds = measure(module)
+        with timing_until(deadline):
+            seconds = measure(module)
         entry = {
             "input": i == 0,
             "kernels": graph.kernels,
