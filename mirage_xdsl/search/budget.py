@@ -9,9 +9,9 @@ A search keeps part of its budget (:func:`reserve`) to verify and time
 what it found: generation ends early enough for that. Timing a candidate
 tunes its kernels, which can take longer than everything before it; past
 the search's deadline (:func:`timing_until`) the tuner gives a kernel it
-has no choice for its default settings instead (``runtime/autotune.py``). A program cut into
-segments gives each segment's search a share of its budget by the work it
-is estimated to need, with a floor (:class:`Shares`).
+has no choice for its default settings instead (``runtime/autotune.py``).
+A program cut into segments gives each segment's search a share of its
+budget by the work it is estimated to need, with a floor (:class:`Shares`).
 """
 
 from __future__ import annotations

@@ -53,9 +53,10 @@ beside the input and the default builds. Building and tuning a candidate
 takes seconds (its Triton settings compiled and timed), so a segment given a
 small share used to time the input alone once the input's own tuning had
 spent it: a choice between one program, with the search's pick never run
-(RMSNorm + q/k/v of a decode layer, 9 s: the input's 3 kernels kept, where
-the search had fused them into one). At most one candidate's build past the
-deadline, per segment."""
+(RMSNorm + q/k/v of a decode layer in 9 s: the input kept, the one-kernel
+form the search had found not timed). Past the deadline a candidate's
+kernels get their default settings (``budget.timing_until``), so this costs
+a segment one build at most."""
 
 PER_KERNEL_COUNT = 2
 """Candidates of each kernel count moved to the front of the measured pool."""
