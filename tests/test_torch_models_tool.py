@@ -71,3 +71,38 @@ def test_a_decode_step_is_searched_and_reported_by_segment():
     table = torch_models.markdown([row], 2.5)
     assert "| tiny | 30 → 12 |" in table and "20.0 (50%)" in table
     assert table.count("| DecodeLayer_s") == len(rows)
+
+
+def test_timed_programs_are_rows_the_calibration_reads(tmp_path):
+    """Each program a segment's search timed becomes a row of
+    torch_models_programs.json that tools/calibrate_cost_model.py loads."""
+    import json
+    from types import SimpleNamespace
+
+    import calibrate_cost_model
+
+    from mirage_xdsl.ir.printing import module_text
+    from mirage_xdsl.search.report import Report
+    from mirage_xdsl.workloads import WORKLOADS
+
+    report = Report("DecodeLayer_s0")
+    text = module_text(WORKLOADS["rmsnorm_linear"].module(1, 16))
+    report.measured = [
+        {"input": True, "program": text, "time_us": 7.5, "cost_us": 12.0},
+        {"program": text, "time_us": None},  # could not be timed: no row
+    ]
+    rows = torch_models.timed_programs(SimpleNamespace(reports=[report]), "m", 1)
+    assert rows == [
+        {
+            "workload": "m/DecodeLayer_s0",
+            "batch": 1,
+            "time_us": 7.5,
+            "cost_us": 12.0,
+            "program": text,
+        }
+    ]
+    path = tmp_path / "torch_models_programs.json"
+    path.write_text(json.dumps({"rows": rows}))
+    samples, groups = calibrate_cost_model.load_samples([str(path)])
+    assert len(samples) == 1 and abs(samples[0].seconds - 7.5e-6) < 1e-12
+    assert samples[0].group == "m/DecodeLayer_s0 b=1"

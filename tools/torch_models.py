@@ -30,7 +30,10 @@ timing), capped at ``--budget``. On the H100 with 16 cores the full run
 takes about 9 minutes (500 s of searches, compilations and timing, plus
 start-up and the bandwidth measurement) and ``--quick`` about 6 (a 240 s
 search, two torch compilations, timing). Writes ``torch_models.json`` and
-``torch_models.md``.
+``torch_models.md``, and ``torch_models_programs.json``: every program the
+searches timed, with its time and cost, which ``python
+tools/calibrate_cost_model.py torch_models_programs.json`` fits the cost
+model to.
 """
 
 from __future__ import annotations
@@ -201,6 +204,23 @@ def segments(found: MirageFunction) -> list[dict]:
     return rows
 
 
+def timed_programs(found: MirageFunction, name: str, batch: int) -> list[dict]:
+    """Every program a segment's search timed, with its time and cost, as
+    rows ``tools/calibrate_cost_model.py`` reads (the segment as workload)."""
+    return [
+        {
+            "workload": f"{name}/{r.function}",
+            "batch": batch,
+            "time_us": m.get("time_us"),
+            "cost_us": m.get("cost_us"),
+            "program": m["program"],
+        }
+        for r in found.reports
+        for m in r.measured
+        if m.get("program") and m.get("time_us") is not None
+    ]
+
+
 def baselines(model: nn.Module, inputs: list[torch.Tensor]) -> dict[str, float]:
     """Eager and both torch.compile modes, each compiled and timed in turn."""
     out = {"eager": time_us(lambda: model(*inputs))}
@@ -234,6 +254,7 @@ def run_model(name: str, budget: float, tbps: float) -> dict:
         row["rel_l2_vs_fp32"] = rel_l2(first(out), ref)
         row["rel_l2_eager_fp16"] = rel_l2(first(model(*inputs)), ref)
         row["segments"] = segments(found)
+        row["timed_programs"] = timed_programs(found, name, inputs[0].shape[0])
         row["us"] = {
             "mirage": time_us(lambda: found(*inputs)),
             **baselines(model, inputs),
@@ -366,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
         print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
+    programs = [p for r in rows for p in r.pop("timed_programs", [])]
+    (args.out / "torch_models_programs.json").write_text(
+        json.dumps({"rows": programs}, indent=1)
+    )
     result = {"copy_tbps": tbps, "rows": rows}
     (args.out / "torch_models.json").write_text(json.dumps(result, indent=1))
     table = markdown(rows, tbps)
