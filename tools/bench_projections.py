@@ -161,6 +161,10 @@ def projection_module(m: int, k: int, n: int):
     return g.module()
 
 
+EPS = 1e-5
+"""The normed programs' RMSNorm epsilon."""
+
+
 def normed_module(m: int, k: int, ns: tuple[int, ...]):
     from mirage_xdsl.ir.builder import new_kernel_graph
 
@@ -170,9 +174,6 @@ def normed_module(m: int, k: int, ns: tuple[int, ...]):
     for n in ns:
         g.mark_output(g.matmul(rows, g.new_input((k, n))))
     return g.module()
-
-
-EPS = 1e-5
 
 
 def normed_torch(x, gain, *weights):
