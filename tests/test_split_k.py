@@ -273,12 +273,16 @@ def _trusted(rows: list[dict], dtype: str) -> list[dict]:
 
 @needs_triton
 def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
-    rows = []
-    cases = [((1,), "add", False), ((3,), "mul", False), ((1,), "add", True)]
-    for i, (shape, epilogue, norm) in enumerate(cases):
-        path = tmp_path / f"p{i}.mlir"
-        path.write_text(_program(shape, 4096, 256, "f16", epilogue, norm))
-        rows += _interpret("file", str(path))
+    cases = [
+        ((1,), 4096, 256, "add", False),
+        ((3,), 4096, 256, "mul", False),
+        ((1,), 1024, 128, "add", True),  # split 8 ways, the norm in its kernels
+    ]
+    paths = []
+    for i, (shape, k, n, epilogue, norm) in enumerate(cases):
+        paths.append(tmp_path / f"p{i}.mlir")
+        paths[-1].write_text(_program(shape, k, n, "f16", epilogue, norm))
+    rows = _interpret("file", *map(str, paths))  # one interpreter process
     assert len(rows) == 5  # two rows have the multiply-and-sum form too
     assert not _failures(rows)
 

@@ -224,7 +224,8 @@ def rotary_cases() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "file":
-        file_case(sys.argv[2])
+        for path in sys.argv[2:]:
+            file_case(path)
         sys.exit()
     small = "--small" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--small"]
