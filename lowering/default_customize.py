@@ -378,7 +378,7 @@ def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
     k, n = t.tensor_shape(op.rhs)[-2:]
     plan = plan_split_k(rows, n, k, elem_bytes, target)
     epilogue = epilogue_of(op, EPILOGUE_KINDS)
-    prologue = prologue_of(op, plan)
+    prologue = prologue_of(op)
     last = epilogue[-1] if epilogue else op
     new, result = split_k_ops(op, plan, THREADS, epilogue, prologue)
     Rewriter.insert_op(new, InsertPoint.before(last))

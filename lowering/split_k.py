@@ -20,8 +20,9 @@ A *prologue* of RMSNorm rides along too (:func:`prologue_of`): where the
 rows are ``rms_norm(a)`` scaled by per-column weights (``rms_norm(a) * w``,
 as every transformer's norm before its projections), the partial kernel
 multiplies ``a``'s chunks by ``w``'s as it loads them, and the kernel that
-finishes each output tile divides it by the row's RMS, computed there from
-``a``'s whole row: ``(a / r * w) @ W = ((a * w) @ W) / r`` for a scale ``r``
+finishes each output tile divides it by the row's RMS, from the squares of
+``a``'s chunks (the partial kernel's own, unsplit; the combine's loop over
+``a``, split): ``(a / r * w) @ W = ((a * w) @ W) / r`` for a scale ``r``
 per row. The normalised rows are never written, and the norm is no kernel.
 
 ``S`` is the smallest split that gives the grid enough blocks to fill the
@@ -60,9 +61,9 @@ PROLOGUE_KINDS = ("mul", "mul_scalar", "neg", "cast")
 the rows linearly (or only changes how they are stored), so the norm's
 per-row scale commutes with them and with the matmul."""
 ROW_TILE = 16384
-"""Most elements of ``a`` (all its rows) a combine kernel's block loads to
-compute the rows' RMS for a prologue (unsplit, the partial kernel sums the
-squares of the chunks it loads anyway)."""
+"""Most elements of ``a`` (all its rows) a combine kernel's block loads in
+one for-loop iteration to sum the rows' squares for a prologue (unsplit, the
+partial kernel sums the squares of the chunks it loads anyway)."""
 
 
 @dataclass(frozen=True)
@@ -201,15 +202,12 @@ def _per_column(shape: Sequence[int], rows: Sequence[int]) -> bool:
     )
 
 
-def prologue_of(op: kernel.MatmulOp, plan: SplitK) -> Prologue | None:
+def prologue_of(op: kernel.MatmulOp) -> Prologue | None:
     """The RMSNorm prologue of ``op``'s rows (see the module docstring), or
     None: the left operand must be an RMSNorm over the last dim continued by
     :data:`PROLOGUE_KINDS` only, every ``mul`` by a per-column operand, each
-    of the rows' shape; split over K, the rows must be small enough for the
-    combine kernel's blocks to load them whole (:data:`ROW_TILE`)."""
+    of the rows' shape."""
     rows = t.tensor_shape(op.lhs)
-    if plan.splits > 1 and prod(rows) > ROW_TILE:
-        return None
     found = _prologue(op.lhs, rows)
     if found is None:
         return None
@@ -375,18 +373,23 @@ def combine_kernel(
 ) -> kernel.CustomizedOp:
     """Sum the ``[S, M, N]`` partial sums over ``S`` and apply ``epilogue``;
     the result is ``[1, M, N]``. With a ``prologue``, the sum is divided by
-    the RMS of each of its source's rows first."""
+    the RMS of each of its source's rows first, the block summing the rows'
+    squares over a for-loop in chunks of at most :data:`ROW_TILE` elements."""
     splits, m, n = t.tensor_shape(partials)
     width = max(d for d in _divisors(n) if splits * m * d <= COMBINE_TILE or d == 1)
-    bg = new_threadblock_graph((n // width, 1, 1), threads, 1)
+    rows = view(prologue.source, 3) if prologue is not None else None
+    k = t.tensor_shape(rows)[-1] if rows is not None else 1
+    chunk = max(d for d in _divisors(k) if m * d <= ROW_TILE or d == 1)
+    bg = new_threadblock_graph((n // width, 1, 1), threads, k // chunk)
     omap = [2, -1, -1]
     value = bg.reduction(bg.new_input(partials, omap, -1), 0)
-    if prologue is not None:
-        rows = bg.new_input(view(prologue.source, 3), [-1, -1, -1], -1)
-        squares = sum_of_squares(bg, rows)
-        value = bg.div(
-            value, row_scale(bg, squares, t.tensor_shape(rows)[-1], prologue.norm)
+    if prologue is not None and rows is not None:
+        loop = k > chunk
+        squares = sum_of_squares(
+            bg, bg.new_input(rows, [-1, -1, -1], 2 if loop else -1)
         )
+        squares = bg.forloop_accum(squares) if loop else squares
+        value = bg.div(value, row_scale(bg, squares, k, prologue.norm))
     bg.new_output(add_epilogue(bg, value, matmul_result, epilogue, omap, view), omap)
     return bg.customized_op()
 

@@ -18,7 +18,7 @@ from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
-from mirage_xdsl.lowering.split_k import WEIGHT_TILE_BYTES, plan_split_k
+from mirage_xdsl.lowering.split_k import ROW_TILE, WEIGHT_TILE_BYTES, plan_split_k
 from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.semantics.inputs import random_inputs
 
@@ -156,6 +156,7 @@ NORMED = [
     ((1,), 4096, 256, "f16", "add"),  # split 32 ways
     ((3,), 4096, 256, "bf16", "mul"),
     ((1, 4), 512, 64, "f16", "none"),  # unsplit: the partial kernel divides
+    ((8,), 4096, 256, "f16", "add"),  # rows over ROW_TILE: the combine loops
 ]
 
 
@@ -178,6 +179,8 @@ def test_an_rmsnorm_making_the_rows_is_computed_in_the_split_kernels(
     assert "block.sqrt" in names and "block.div" in names
     if split == 1:  # the squares summed from the chunks loaded for the product
         assert names.count("block.input") == 3  # a, the norm's weight, w
+    else:  # the combine sums the squares of a's rows in chunks of ROW_TILE
+        assert kernels[-1].forloop == -(-int(np.prod(rows)) * k // ROW_TILE)
     (got,) = interpreter.run(module, xs)
     assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
 
@@ -277,13 +280,14 @@ def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
         ((1,), 4096, 256, "add", False),
         ((3,), 4096, 256, "mul", False),
         ((1,), 1024, 128, "add", True),  # split 8 ways, the norm in its kernels
+        ((16,), 2048, 128, "none", True),  # 16 rows: the combine loops over them
     ]
     paths = []
     for i, (shape, k, n, epilogue, norm) in enumerate(cases):
         paths.append(tmp_path / f"p{i}.mlir")
         paths[-1].write_text(_program(shape, k, n, "f16", epilogue, norm))
     rows = _interpret("file", *map(str, paths))  # one interpreter process
-    assert len(rows) == 5  # two rows have the multiply-and-sum form too
+    assert len(rows) == 6  # two rows have the multiply-and-sum form too
     assert not _failures(rows)
 
 
