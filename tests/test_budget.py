@@ -122,6 +122,7 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
     cost, _ = measured_pick(pool, Measure(), report, time.monotonic() - 1, 2)
     assert len(timed) == 2 and prepared == [2] and cost == 2.0
     assert late == [True, True] and not past_timing_deadline()
+    assert all(m["past_deadline"] for m in report.measured)  # said in the report
     assert report.stopped == "budget" and len(report.measured) == 2
     timed.clear()
     assert measured_pick(pool, Measure(), Report("gqa"))[0] == 1.0

@@ -236,6 +236,7 @@ def measured_pick(
         if i >= always and time.monotonic() + each > deadline:
             report.stopped = report.stopped or "budget"
             break
+        late = time.monotonic() > deadline  # its kernels get default settings
         with timing_until(deadline):
             seconds = measure(module)
         entry = {
@@ -243,6 +244,7 @@ def measured_pick(
             "kernels": graph.kernels,
             "cost_us": cost * 1e6,
             "program": module_text(module),
+            **({"past_deadline": True} if late else {}),
         }
         entry.update(describe() if describe else {"time_us": seconds * 1e6})
         what = "the input" if i == 0 else f"candidate {i} ({graph.kernels} kernels)"
