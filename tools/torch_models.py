@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             overhead = time.monotonic() - start - rows[-1]["search_s"]
         except Exception as e:  # one model's failure is a row, not the end
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
-        print(json.dumps(rows[-1]), flush=True)
+        shown = {k: v for k, v in rows[-1].items() if k != "timed_programs"}
+        print(json.dumps(shown), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     programs = [p for r in rows for p in r.pop("timed_programs", [])]
     (args.out / "torch_models_programs.json").write_text(

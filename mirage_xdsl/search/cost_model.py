@@ -10,10 +10,10 @@ bandwidth and compute idle, a block streams its tiles no faster than its own
 warps move them (:func:`block_streaming`), a for-loop streams no faster than
 its blocks' tiles in flight allow (:func:`streaming_bandwidth`), each for-loop
 iteration adds latency that pipelining does not hide completely, and a block
-holding more at once than an SM's registers spills (:func:`spills`). Library ops (the input program) are
-costed as ideal vendor kernels: inputs read and output written once (a
-transpose like any element-wise copy); a reshape, which the lowering makes an
-alias of its operand's buffer, costs nothing.
+holding more at once than an SM's registers spills (:func:`spills`). Library
+ops (the input program) are costed as ideal vendor kernels: inputs read and
+output written once (a transpose like any element-wise copy); a reshape,
+which the lowering makes an alias of its operand's buffer, costs nothing.
 
 The numbers are the target's (``gpu_target.Target``, :data:`H100` by
 default; ``Target`` and ``H100`` are importable from here too), the ones
