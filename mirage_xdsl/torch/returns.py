@@ -22,7 +22,7 @@ import torch
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.nodes import torch_dtype
 from mirage_xdsl.torch.part import MiragePart, unshared
-from mirage_xdsl.torch.views import View
+from mirage_xdsl.torch.views import View, apply
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,9 @@ def returns_of(part: MiragePart) -> Returns | None:
     return Returns(tuple(slots), tuple(taken))
 
 
-def apply(x: torch.Tensor, steps: tuple[View, ...]) -> torch.Tensor:
-    """``x`` through ``steps``: ``narrow`` for a slice, ``view`` for a reshape."""
-    for kind, args in steps:
-        if kind == "slice":
-            dim, start, end = args
-            x = x.narrow(dim, start, end - start)
-        else:
-            x = x.view(args)
-    return x
-
-
 def _is_view(shape: tuple[int, ...], steps: tuple[View, ...], out) -> bool:
     try:
-        apply(torch.empty(shape, device="meta"), steps).view(out)
+        apply(torch.empty(shape, device="meta"), steps, strict=True).view(out)
     except RuntimeError:
         return False
     return True
@@ -132,6 +121,6 @@ def _from_torch(
     device = inputs[0].device if inputs else part.device
     slots = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in plan.slots]
     for i, (s, steps) in zip(part.computed, plan.taken, strict=True):
-        window = apply(slots[s], steps)
+        window = apply(slots[s], steps, strict=True)
         window.copy_(out[i].reshape(window.shape))
     return slots

@@ -98,17 +98,19 @@ def _view(op: Operation) -> View:
     return ("reshape", t.tensor_shape(op.results[0]))
 
 
+def apply(x: torch.Tensor, steps: Sequence[View], strict: bool = False) -> torch.Tensor:
+    """``x`` through ``steps``: ``narrow`` for a slice, ``reshape`` for a
+    reshape (``view`` when ``strict``: a view or an error, never a copy)."""
+    for kind, args in steps:
+        if kind == "slice":
+            dim, start, end = args
+            x = x.narrow(dim, start, end - start)
+        else:
+            x = x.view(args) if strict else x.reshape(args)
+    return x
+
+
 def take(outs: Sequence[torch.Tensor], outputs: Sequence[Output]) -> list[torch.Tensor]:
     """The original outputs from the new ones: each a view where torch can
     make one."""
-    taken = []
-    for o in outputs:
-        x = outs[o.source]
-        for kind, args in o.views:
-            if kind == "slice":
-                dim, start, end = args
-                x = x.narrow(dim, start, end - start)
-            else:
-                x = x.reshape(args)
-        taken.append(x)
-    return taken
+    return [apply(outs[o.source], o.views) for o in outputs]
