@@ -67,7 +67,7 @@ def part_op(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
 @part_op.register_fake
 def _part_op_fake(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     part, plan = _PARTS[key]
-    device = inputs[0].device if inputs else part.device
+    device = part.device_of(inputs)
     return [
         torch.empty(shape, dtype=dtype, device=device)
         for shape, dtype in _specs(part, plan)

@@ -234,6 +234,11 @@ class MiragePart(torch.nn.Module):
         """The outputs the part makes (not views of its inputs, nor a second
         view of one result): what :meth:`compute` returns."""
 
+    def device_of(self, inputs: Sequence[torch.Tensor]) -> torch.device:
+        """Where a call on ``inputs`` makes its tensors: its first input's
+        device, or the part's own for a part without inputs."""
+        return inputs[0].device if inputs else self.device
+
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.attempt(
             lambda: self._mirage(inputs), lambda: tuple(self.fallback(*inputs))

@@ -102,7 +102,7 @@ def _from_program(
     part: MiragePart, plan: Returns, inputs: tuple[torch.Tensor, ...]
 ) -> list[torch.Tensor]:
     raw = part.run.raw(*part.arguments(inputs))
-    device = inputs[0].device if inputs else part.device
+    device = part.device_of(inputs)
     return unshared(
         [
             (raw[s.index], False)
@@ -118,7 +118,7 @@ def _from_torch(
     part: MiragePart, plan: Returns, inputs: tuple[torch.Tensor, ...]
 ) -> list[torch.Tensor]:
     out = part.fallback(*inputs)
-    device = inputs[0].device if inputs else part.device
+    device = part.device_of(inputs)
     slots = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in plan.slots]
     for i, (s, steps) in zip(part.computed, plan.taken, strict=True):
         window = apply(slots[s], steps, strict=True)
