@@ -123,7 +123,7 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
             return 4.0 - len(timed)
 
     report = Report("gqa")
-    cost, _ = measured_pick(pool, Measure(), report, time.monotonic() - 1, 2)
+    cost, _ = measured_pick(pool, Measure(), report, time.monotonic() - 1, 2, 2)
     assert len(timed) == 2 and prepared == [2] and cost == 2.0
     # the input and the default builds are tuned in full past the deadline too
     assert late == [False, False] and not past_timing_deadline()

@@ -108,7 +108,7 @@ def pick(
     if measure is not None:
         started = time.monotonic()
         always = 1 + len(defaults) + min(ALWAYS_TIMED, len(chosen))
-        best = measured_pick(pool, measure, report, deadline, always)
+        best = measured_pick(pool, measure, report, deadline, always, 1 + len(defaults))
         report.phases["measure"] = time.monotonic() - started
         return best
     return min(pool, key=lambda x: (x[0], x[1].kernels))
@@ -208,13 +208,16 @@ def measured_pick(
     report: Report,
     deadline: float = math.inf,
     always: int = 1,
+    baselines: int = 1,
 ) -> tuple[float, UGraph]:
     """Time every candidate (the input first) and keep the fastest; once the
     next would end past ``deadline`` (each is expected to take the mean time
-    of those before it) only the first ``always`` (the input and the default
-    builds) are still timed. A measure with ``prepare`` gets those first ones
-    ahead, to compile them all at once. What a measure could
-    not build or run goes to the report's ``failures``."""
+    of those before it) only the first ``always`` (the input, the default
+    builds, the search's cheapest) are still timed. Past ``deadline`` the
+    tuner gives a candidate's kernels their default settings, but not the
+    first ``baselines`` (the input and the default builds). A measure with
+    ``prepare`` gets the first ``always`` ahead, to compile them all at once.
+    What a measure could not build or run goes to the report's ``failures``."""
     from mirage_xdsl.ir.printing import module_text
 
     describe = getattr(measure, "describe", None)
@@ -237,10 +240,11 @@ def measured_pick(
             report.stopped = report.stopped or "budget"
             break
         # past the deadline a candidate's kernels get default settings; the
-        # input and the default builds are tuned in full whatever the clock
-        # says: they are what every other candidate must beat, and one timed
-        # with default settings made a slower candidate look faster
-        until = deadline if i >= always else math.inf
+        # first ``baselines`` (the input and the default builds) are tuned in
+        # full whatever the clock says: every other candidate must beat them,
+        # and an input timed with default settings made a slower candidate
+        # look faster
+        until = deadline if i >= baselines else math.inf
         with timing_until(until):
             seconds = measure(module)
         late = time.monotonic() > until  # tuned, at least in part, by default
