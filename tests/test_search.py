@@ -337,7 +337,7 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     timed: list[UGraph] = []
     always_timed: list[UGraph] = []
 
-    def measured_pick(pool, measure, report, deadline, always):
+    def measured_pick(pool, measure, report, deadline, always, baselines):
         timed.extend(g for _, g in pool)
         always_timed.extend(g for _, g in pool[:always])
         return pool[0]
