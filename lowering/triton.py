@@ -5,7 +5,9 @@
 ``legalize-for-triton``) and
 prints one ``@triton.jit`` kernel per ``kernel.customized`` op. A kernel with a
 matmul of few rows gets a second form (suffix ``_fma``, multiply-and-sum
-instead of tensor cores); the autotuner keeps the faster. Device tensors
+instead of tensor cores) and, where the product is summed over the for-loop,
+a third (``_defer``, summed over K once, after the loop); the autotuner keeps
+the fastest. Device tensors
 between kernels stay in global memory, as intermediates; a ``kernel.reshape``
 (or a contiguous ``kernel.slice``) is no kernel but another name for its
 operand's buffer, from an offset (``aliases.py``).
@@ -50,7 +52,7 @@ from mirage_xdsl.lowering.triton_printer import (
 )
 from mirage_xdsl.semantics.interpreter import entry_function
 
-FORMS = ("dot", "fma")
+FORMS = ("dot", "fma", "defer")
 """Matmul forms a kernel may be printed in; ``dot`` first (the default)."""
 
 
@@ -60,7 +62,8 @@ class TritonKernel:
 
     name: str
     variants: tuple[str, ...]
-    """Names of the printed forms of this kernel (``name``, ``name_fma``)."""
+    """Names of the printed forms of this kernel (``name``, ``name_fma``,
+    ``name_defer``)."""
     grid: tuple[int, int, int]
     forloop: int
     args: tuple[str, ...]
@@ -192,14 +195,15 @@ def generate_triton(module: ModuleOp, function: str | None = None) -> TritonProg
         printed = print_kernel(op, name)
         texts = [printed.source]
         variants = [name]
-        fma_op = ops["fma"][i]
-        if any(
-            m.attributes[MATMUL_ATTR] == StringAttr("fma")
-            for m in fma_op.entry.ops
-            if m.name == "block.matmul"
-        ):
-            texts.append(kernel_source(fma_op, f"{name}_fma"))
-            variants.append(f"{name}_fma")
+        for form in FORMS[1:]:
+            form_op = ops[form][i]
+            if any(
+                m.attributes[MATMUL_ATTR] == StringAttr(form)
+                for m in form_op.entry.ops
+                if m.name == "block.matmul"
+            ):
+                texts.append(kernel_source(form_op, f"{name}_{form}"))
+                variants.append(f"{name}_{form}")
         sources += texts
         looped = op.forloop > 1
         dots = tuple(

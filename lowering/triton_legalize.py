@@ -15,12 +15,15 @@ op by op:
   further along K (``lowering/triton_refine.py``);
 - every result gets ``triton.tile``, its padded register shape (see
   ``lowering/triton_tiles.py``), and every matmul ``triton.matmul``, the form
-  it lowers to: ``"dot"`` or ``"fma"``.
+  it lowers to: ``"dot"``, ``"fma"`` or ``"defer"``.
 
 Option ``small-matmul``: ``dot`` (default) puts every matmul on tensor cores,
 padding rows to 16; ``fma`` uses multiply-and-sum for matmuls with fewer than
-16 real rows whose product tile is small (batch-1 and batch-8 decoding).
-The autotuner compiles both and keeps the faster.
+16 real rows whose product tile is small (batch-1 and batch-8 decoding);
+``defer`` does too, but a product summed over the for-loop keeps its
+``M × K × N`` terms in the accumulator and sums over K once, after the loop
+(no cross-thread sum per iteration: the next loads issue sooner).
+The autotuner compiles all three and keeps the fastest.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from mirage_xdsl.lowering.triton_tiles import fma_fits, padded_shapes
 
 TILE_ATTR = "triton.tile"
 MATMUL_ATTR = "triton.matmul"
-SMALL_MATMUL_FORMS = ("dot", "fma")
+SMALL_MATMUL_FORMS = ("dot", "fma", "defer")
 
 
 def inline_thread_graph(graph: block.ThreadGraphOp) -> None:
@@ -113,16 +116,31 @@ def drop_dead(customized: kernel.CustomizedOp) -> None:
             op.erase()
 
 
+def summed_over_loop(op: block.MatmulOp) -> bool:
+    """Whether a 2-d matmul's only user sums it over the for-loop (a plain
+    ``block.forloop_accum``): its sum over K can wait until after the loop."""
+    result = op.results[0]
+    if len(t.tensor_shape(result)) != 2 or not result.has_one_use():
+        return False
+    user = next(iter(result.uses)).operation
+    return (
+        isinstance(user, block.ForloopAccumOp)
+        and user.reduction == "none"
+        and not user.shifted
+    )
+
+
 def annotate(customized: kernel.CustomizedOp, small_matmul: str) -> None:
     """Attach each result's padded tile and each matmul's form."""
     ops = list(customized.entry.ops)
     forms: dict[Operation, str] = {}
     for op in ops:
         if isinstance(op, block.MatmulOp):
-            small = small_matmul == "fma" and fma_fits(op)
-            forms[op] = "fma" if small else "dot"
+            small = small_matmul != "dot" and fma_fits(op)
+            deferred = small_matmul == "defer" and summed_over_loop(op)
+            forms[op] = ("defer" if deferred else "fma") if small else "dot"
     dots = [op for op, form in forms.items() if form == "dot"]
-    fmas = [op for op, form in forms.items() if form == "fma"]
+    fmas = [op for op, form in forms.items() if form != "dot"]
     tiles = padded_shapes(ops, dots, fmas)
     for op in ops:
         if op.results:
@@ -149,8 +167,9 @@ class LegalizeForTritonPass(ModulePass):
     and annotate every block value with its padded Triton tile
     (``triton.tile``) and every matmul with its form (``triton.matmul``).
 
-    ``small-matmul`` is ``dot`` (tensor cores, rows padded to 16) or ``fma``
-    (multiply-and-sum for matmuls with fewer than 16 rows).
+    ``small-matmul`` is ``dot`` (tensor cores, rows padded to 16), ``fma``
+    (multiply-and-sum for matmuls with fewer than 16 rows) or ``defer`` (the
+    same, summing over K after the for-loop where the product is summed over it).
     """
 
     name = "legalize-for-triton"

@@ -6,7 +6,8 @@ operands padded along K are masked to zero first. A batched product is
 reshaped to one 2-d dot when the right operand has a single batch, else to
 3-d operands (:func:`batched_dot_operands`). A matmul the plan fuses into a
 plain accumulator adds into it (``triton_plan.fused_accums``); one marked
-``fma`` multiplies and ``tl.sum`` instead.
+``fma`` multiplies and ``tl.sum`` instead, and one marked ``defer`` adds its
+product terms into its accumulator and sums over K after the loop.
 """
 
 from __future__ import annotations
@@ -76,6 +77,41 @@ class MatmulPrinter(AccumPrinter):
         if rank > 2:
             expr = f"tl.reshape({expr}, {shape_str(natural)})"
         self.define(op, phase, expr, natural, padding)
+
+    def print_deferred_matmul(
+        self, op: block.MatmulOp, accum: block.ForloopAccumOp
+    ) -> None:
+        """A 2-d matmul (form ``defer``) summed over the for-loop: its
+        accumulator holds the ``M × K × N`` product terms, each iteration adds
+        the new ones (no sum across threads inside the loop) and the sum over
+        K is taken once, after it."""
+        a = self.dot_operand(self.values[op.lhs], 1, Phase.LOOP)
+        b = self.dot_operand(self.values[op.rhs], 0, Phase.LOOP)
+        m, k, n = a.padded[0], a.padded[1], b.padded[1]
+        terms = self.fresh("terms")
+        self.emit(
+            Phase.INVARIANT,
+            f"{terms} = tl.zeros({shape_str((m, k, n))}, dtype=tl.float32)  "
+            f"# {accum.name} none, of {op.name} terms",
+        )
+        self.emit(
+            Phase.LOOP,
+            f"{terms} += tl.expand_dims({a.f32}, 2) * tl.expand_dims({b.f32}, 0)"
+            f"  # {op.name}, summed over K after the loop",
+        )
+        acc = self.fresh("acc")
+        self.emit(Phase.POST, f"{acc} = tl.sum({terms}, axis=1)")
+        padding = Padding.zero_if(a.clean and b.clean)
+        value = Value(
+            name=acc,
+            real=t.tensor_shape(accum.result),
+            padded=(m, n),
+            padding=padding,
+            dtype=dtype_name(accum.result),
+        )
+        self.values[accum.result] = self.to_shape(
+            value, self.tile_of(accum), Phase.POST
+        )
 
 
 def batched_dot_operands(a: Value, b: Value, xa: str, xb: str) -> tuple[str, str]:

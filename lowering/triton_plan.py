@@ -27,6 +27,9 @@ class KernelPlan:
 
     fused_accums: dict[block.MatmulOp, block.ForloopAccumOp]
     """Matmuls that add into their accumulator with ``tl.dot``, to it."""
+    deferred_accums: dict[block.MatmulOp, block.ForloopAccumOp]
+    """Matmuls (form ``defer``) whose accumulator keeps every product term
+    and sums over K after the loop, to it."""
     early: frozenset[Operation]
     """The ops that run before ``gdc_wait()``."""
     scratch_start: dict[t.ConcatBase, int]
@@ -40,6 +43,7 @@ def plan_kernel(op: kernel.CustomizedOp, phases: dict[SSAValue, Phase]) -> Kerne
     scratch_start, scratch_elems = scratch_layout(op)
     return KernelPlan(
         fused_accums(op, phases),
+        fused_accums(op, phases, "defer"),
         frozenset(early_ops(op, phases)),
         scratch_start,
         scratch_elems,
@@ -47,9 +51,11 @@ def plan_kernel(op: kernel.CustomizedOp, phases: dict[SSAValue, Phase]) -> Kerne
 
 
 def fused_accums(
-    op: kernel.CustomizedOp, phases: dict[SSAValue, Phase]
+    op: kernel.CustomizedOp, phases: dict[SSAValue, Phase], form: str = "dot"
 ) -> dict[block.MatmulOp, block.ForloopAccumOp]:
-    """Matmuls whose only user is a plain accumulator add into it with ``tl.dot``."""
+    """Matmuls of ``form`` whose only user is a plain accumulator summing them
+    over the loop: ``dot`` ones add into it with ``tl.dot``, ``defer`` ones
+    keep their product terms in it."""
     fused = {}
     for accum in op.entry.ops:
         if (
@@ -60,7 +66,7 @@ def fused_accums(
             and isinstance(accum.input.owner, block.MatmulOp)
             and accum.input.has_one_use()
             and len(t.tensor_shape(accum.input)) == 2
-            and accum.input.owner.attributes.get(MATMUL_ATTR) == StringAttr("dot")
+            and accum.input.owner.attributes.get(MATMUL_ATTR) == StringAttr(form)
         ):
             fused[accum.input.owner] = accum
     return fused

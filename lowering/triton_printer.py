@@ -57,7 +57,7 @@ from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.triton_buffers import IndentedBuffer
 from mirage_xdsl.lowering.triton_matmul import MatmulPrinter
-from mirage_xdsl.lowering.triton_plan import plan_kernel
+from mirage_xdsl.lowering.triton_plan import plan_kernel, reads_program_input
 from mirage_xdsl.lowering.triton_values import (
     TRITON_DTYPES,
     Padding,
@@ -93,9 +93,28 @@ class KernelPrinter(MatmulPrinter):
         self.output_index = {o: i for i, o in enumerate(outputs)}
         """Each ``block.output``'s result number."""
         self.plan = plan_kernel(op, self.phases)
-        self.fused_accums_by_accum = {a: m for m, a in self.plan.fused_accums.items()}
+        self.fused_accums_by_accum = {
+            a: m
+            for m, a in [
+                *self.plan.fused_accums.items(),
+                *self.plan.deferred_accums.items(),
+            ]
+        }
 
     # -- ops ----------------------------------------------------------------
+
+    def streamed(self, op: block.InputOp) -> bool:
+        """Whether a load streams a program input (a weight) that no other
+        block reads: a tile per iteration of the loop, every grid dim of more
+        than one block mapped to a dim of it. L2 gains nothing by keeping
+        those lines, so they go first (``evict_first``), and what several
+        blocks read stays."""
+        return (
+            op.forloop_dim >= 0
+            and self.forloop > 1
+            and all(m >= 0 for g, m in enumerate(op.input_map) if self.grid[g] > 1)
+            and reads_program_input(self.op, op)
+        )
 
     def print_input(self, op: block.InputOp) -> None:
         full = op.viewed_shape  # a lifted tile's leading size-1 dims index 0
@@ -134,7 +153,8 @@ class KernelPrinter(MatmulPrinter):
         mask = valid_mask(tuple(real[d] for d in order), in_memory)
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"
-        load += f", mask={mask}, other=0.0)" if mask else ")"
+        load += f", mask={mask}, other=0.0" if mask else ""
+        load += ", eviction_policy='evict_first')" if self.streamed(op) else ")"
         if order != sorted(order):
             load = f"tl.permute({load}, {tuple(order)})"
         phase = self.phases[op.result]
@@ -351,7 +371,10 @@ class KernelPrinter(MatmulPrinter):
         elif isinstance(op, block.MatmulOp):
             if op in self.plan.fused_accums:
                 self.print_fused_accum(self.plan.fused_accums[op])
-            self.print_matmul(op)
+            if op in self.plan.deferred_accums:
+                self.print_deferred_matmul(op, self.plan.deferred_accums[op])
+            else:
+                self.print_matmul(op)
         elif isinstance(op, t.ReduceSumBase):
             self.print_reduce(op)
         elif isinstance(op, t.ReduceMaxBase):

@@ -23,8 +23,9 @@ def _binary(name: str) -> TritonBinary:
 def test_space_has_stages_only_where_a_loop_pipelines_a_dot(program) -> None:
     """rmsnorm_linear (dims / 16): at 16 rows, the norm kernel (no loop) gets
     one stage; at one row (one kernel: the norm is computed in the matmul's),
-    the matmul's tensor-core form every stage, its multiply-and-sum form (no
-    tl.dot to pipeline) the one stage its loop runs without a GPU."""
+    the matmul's tensor-core form every stage, its multiply-and-sum forms (no
+    tl.dot to pipeline; summed per iteration, or after the loop) the one stage
+    its loop runs without a GPU."""
     norm = generate_triton(WORKLOADS["rmsnorm_linear"].module(16, 16)).kernels[0]
     (matmul,) = program.kernels
     assert {c.num_stages for c in autotune.space(norm)} == {1}
@@ -33,7 +34,11 @@ def test_space_has_stages_only_where_a_loop_pipelines_a_dot(program) -> None:
         v: {c.num_stages for c in autotune.space(matmul) if c.variant == v}
         for v in matmul.variants
     }
-    assert by_form == {matmul.name: set(autotune.STAGES), f"{matmul.name}_fma": {3}}
+    assert by_form == {
+        matmul.name: set(autotune.STAGES),
+        f"{matmul.name}_fma": {3},
+        f"{matmul.name}_defer": {3},
+    }
 
 
 @pytest.mark.parametrize(
