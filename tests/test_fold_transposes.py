@@ -254,7 +254,8 @@ def test_triton_reads_the_operand_transposed_and_compiles(name: str) -> None:
         # read in memory order (the head dim contiguous), permuted after
         assert (
             "(it * 32 + tl.arange(0, 32)[None, None, :, None]) * 64 + "
-            "tl.arange(0, 64)[None, None, None, :]), (0, 1, 3, 2))" in source
+            "tl.arange(0, 64)[None, None, None, :], "
+            "eviction_policy='evict_first'), (0, 1, 3, 2))" in source
         )
     for compiled in _compile_all_forms(module):
         _check_compiled(compiled)
