@@ -51,7 +51,9 @@ class MatmulPrinter(AccumPrinter):
         batch_dims = zip(a.padded[:-2], b.padded[:-2], strict=True)
         natural = (*(max(x, y) for x, y in batch_dims), a.padded[-2], b.padded[-1])
         padding = Padding.zero_if(a.clean and b.clean)
-        if op.attributes.get(MATMUL_ATTR) == StringAttr("fma"):
+        # a ``defer`` matmul the plan could not defer (its product is the
+        # same every iteration) is summed where it is computed, as ``fma``
+        if op.attributes.get(MATMUL_ATTR) in (StringAttr("fma"), StringAttr("defer")):
             expr = (
                 f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
                 f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
