@@ -18,9 +18,8 @@ from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import BufferSpec, GpuProgram, KernelLaunch
 from mirage_xdsl.lowering.triton import TritonKernel, TritonProgram, generate_triton
 from mirage_xdsl.runtime import autotune
+from mirage_xdsl.runtime.program_forms import Chosen, pick_forms
 from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary, waits
-
-Chosen = dict[str, tuple[KernelConfig, TritonBinary]]
 
 
 def launch_of(kernel: TritonKernel, binary: TritonBinary) -> KernelLaunch:
@@ -139,6 +138,39 @@ def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotun
     return time
 
 
+def program_timer(
+    program: TritonProgram, device: Any, reps: int = 20
+) -> Callable[[Chosen], float]:
+    """Times the whole program built from a choice of settings on random
+    inputs, as measured selection times a program (``GraphTimer``, ``BATCH``
+    calls per graph, L2 flushed), in microseconds per call."""
+    import torch
+
+    from mirage_xdsl.runtime.arguments import element_type
+    from mirage_xdsl.runtime.compiled import CompiledProgram
+    from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+
+    timer = GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
+    inputs = [
+        torch.empty(
+            b.shape,
+            dtype=element_type(b).torch_dtype(),
+            device=timer.flush_buffer.device,
+        ).uniform_(-0.5, 0.5)
+        for b in sorted(
+            (b for b in program.buffers if b.kind == "input"), key=lambda b: b.index
+        )
+    ]
+
+    def time(chosen: Chosen) -> float:
+        gpu, cubins = assemble(program, chosen)
+        compiled = CompiledProgram(gpu, device=device, cubins=cubins)
+        outs = compiled.run(*inputs)
+        return timer.per_call_us([lambda: compiled.run(*inputs, outputs=outs)], BATCH)
+
+    return time
+
+
 def lower_triton(module: Any, function: str | None = None) -> TritonProgram:
     return generate_triton(module, function)
 
@@ -166,11 +198,17 @@ def compile_triton(
         tune = gpu_unavailable_reason() is None
     if tune and form is None:
         dev = device if isinstance(device, Device) else open_device(device)
-        chosen = autotune.tune(
-            program.source,
-            list(program.kernels),
+        timer = kernel_timer(program, dev)
+
+        def tune_kernels(kernels: list[TritonKernel]) -> Chosen:
+            return autotune.tune(program.source, kernels, dev.info.name, timer, log)
+
+        chosen = pick_forms(
+            program,
+            tune_kernels(list(program.kernels)),
             dev.info.name,
-            kernel_timer(program, dev),
+            tune_kernels,
+            program_timer(program, dev),
             log,
         )
     else:
