@@ -101,6 +101,35 @@ def test_a_search_its_budget_stopped_answers_only_as_short_a_budget(tmp_path) ->
     assert superoptimize_function(fn, short, None, str(tmp_path)).report.cached
 
 
+def test_a_longer_search_weighs_the_shorter_ones_pick_as_a_baseline(
+    tmp_path, monkeypatch
+) -> None:
+    """Searching again with more time than a cached, budget-stopped search had
+    puts that search's pick in the pool beside the input, so the new answer is
+    never one it beat."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from mirage_xdsl.ir.printing import module_text
+    from mirage_xdsl.search import superoptimizer
+    from mirage_xdsl.search.ugraph import to_module
+
+    given: list = []
+    real_pick = superoptimizer.pick
+
+    def pick(*args):
+        given.append(args[-1])  # ``previous``
+        return real_pick(*args)
+
+    monkeypatch.setattr(superoptimizer, "pick", pick)
+    fn = entry_function(_program())
+    short = SearchOptions(jobs=1, **{**OPTIONS, "budget": 1.0})
+    first = superoptimize_function(fn, short, None, str(tmp_path))
+    assert first.report.stopped == "budget" and given == [None]
+    superoptimize_function(fn, SearchOptions(jobs=1, **OPTIONS), None, str(tmp_path))
+    assert len(given) == 2 and given[1] is not None
+    assert module_text(to_module(given[1])) == module_text(ModuleOp([first.function]))
+
+
 SEARCH = textwrap.dedent(
     """
     import json, sys

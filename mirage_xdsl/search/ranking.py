@@ -72,12 +72,15 @@ def pick(
     stop: Stop,
     report: Report,
     deadline: float = math.inf,
+    previous: UGraph | None = None,
 ) -> tuple[float, UGraph]:
     """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
     The default builds (:func:`default_builds`) are verified first and always
-    in the pool beside the input, whatever the search's candidates are; on a
-    GPU these and the search's :data:`ALWAYS_TIMED` cheapest candidates are
-    timed even past the deadline."""
+    in the pool beside the input, whatever the search's candidates are, and
+    so is ``previous`` (the verified pick of a shorter search of the same
+    program, from the cache); on a GPU these and the search's
+    :data:`ALWAYS_TIMED` cheapest candidates are timed even past the
+    deadline, the baselines tuned in full."""
     started = time.monotonic()
     defaults = [
         (c.cost, c.graph)
@@ -85,6 +88,8 @@ def pick(
             program, default_builds(input_graph, options), 2, options, report, deadline
         )
     ]
+    if previous is not None:
+        defaults.append((cost_model.cost(previous), previous))
     top = (
         options.verify_top
         if measure is None

@@ -27,7 +27,8 @@ candidates above the limit, so the pick stays the same (``bound.py``).
 SIGINT and SIGTERM stop the search (a second one aborts), and so does a
 worker process that dies (``budget.py``): what was found so far is verified
 and returned, and nothing is written to the cache (a search its budget
-stopped is cached with that budget, ``_answers``). The cache itself is
+stopped is cached with that budget, ``_answers``; a longer search times its
+pick beside the input as a baseline). The cache itself is
 written atomically (``cache.py``), so a process killed at any point leaves
 it readable; its key holds the version of the code (``version.py``).
 """
@@ -275,6 +276,9 @@ def superoptimize_function(
     hit = cache.verified(key, text, options) if cache and cacheable else None
     if hit is not None and _answers(hit, options.budget):
         return _from_cache(hit, report, start)
+    # a shorter search's pick competes as a baseline: searching again with
+    # more time never ends on a program slower than the one it replaces
+    previous = from_function(_cached_function(hit)) if hit is not None else None
     progress = progress or Progress()
     stop = Stop()
     with signals(stop):
@@ -303,6 +307,7 @@ def superoptimize_function(
             stop,
             report,
             start + options.budget,
+            previous,
         )
         progress.close()
     report.best_cost = best_cost
@@ -341,13 +346,18 @@ def _function_of(ug: UGraph) -> func.FuncOp:
     return fn
 
 
-def _from_cache(entry: dict, report: Report, start: float) -> Outcome:
+def _cached_function(entry: dict) -> func.FuncOp:
     from mirage_xdsl.ir.context import make_context
     from mirage_xdsl.ir.diagnostics import parse
 
     module = parse(make_context(), entry["program"], "<cache>")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     fn.detach()
+    return fn
+
+
+def _from_cache(entry: dict, report: Report, start: float) -> Outcome:
+    fn = _cached_function(entry)
     # An entry written by another version may carry fields this one dropped.
     known = {f.name for f in fields(Report)}
     saved = Report(**{k: v for k, v in entry["report"].items() if k in known})
