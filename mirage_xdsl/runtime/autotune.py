@@ -104,19 +104,22 @@ def tune_key(kernel: TritonKernel, gpu: str) -> str:
     return h.hexdigest()
 
 
-def cached_choice(key: str) -> KernelConfig | None:
+def read_entry(name: str) -> dict | None:
+    """The JSON entry ``name`` of the tuning cache, if it is there and readable."""
     folder = tune_dir()
-    path = None if folder is None else folder / f"{key}.json"
+    path = None if folder is None else folder / f"{name}.json"
     if path is None or not path.is_file():
         return None
     try:
         data = json.loads(path.read_text())
-        return KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
-def store_choice(key: str, config: KernelConfig, timings: dict[str, float]) -> None:
+def write_entry(name: str, data: dict) -> None:
+    """Write the tuning cache's entry ``name`` atomically (an unwritable cache
+    only costs tuning again)."""
     folder = tune_dir()
     if folder is None:
         return
@@ -124,18 +127,34 @@ def store_choice(key: str, config: KernelConfig, timings: dict[str, float]) -> N
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump(
-                {
-                    "variant": config.variant,
-                    "num_warps": config.num_warps,
-                    "num_stages": config.num_stages,
-                    "timings_us": timings,
-                },
-                f,
-            )
-        os.replace(tmp, folder / f"{key}.json")
+            json.dump(data, f)
+        os.replace(tmp, folder / f"{name}.json")
     except OSError:
-        pass  # an unwritable cache only costs tuning again
+        pass
+
+
+def cached_choice(key: str) -> KernelConfig | None:
+    data = read_entry(key)
+    try:
+        return (
+            None
+            if data is None
+            else KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
+        )
+    except KeyError:
+        return None
+
+
+def store_choice(key: str, config: KernelConfig, timings: dict[str, float]) -> None:
+    write_entry(
+        key,
+        {
+            "variant": config.variant,
+            "num_warps": config.num_warps,
+            "num_stages": config.num_stages,
+            "timings_us": timings,
+        },
+    )
 
 
 def _compile_one(args: tuple[str, tuple[str, ...], KernelConfig]) -> TritonBinary | str:

@@ -18,9 +18,6 @@ tuner's choices, keyed by the program's source and the GPU.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -63,29 +60,13 @@ def verdict_key(program: TritonProgram, gpu: str) -> str:
 
 def cached_verdict(key: str) -> str | None:
     """``"tuned"`` or ``"dot"`` if the program was timed both ways before."""
-    folder = autotune.tune_dir()
-    path = None if folder is None else folder / f"forms-{key}.json"
-    if path is None or not path.is_file():
-        return None
-    try:
-        verdict = json.loads(path.read_text())["keep"]
-    except (OSError, ValueError, KeyError):
-        return None
+    data = autotune.read_entry(f"forms-{key}")
+    verdict = None if data is None else data.get("keep")
     return verdict if verdict in ("tuned", "dot") else None
 
 
 def store_verdict(key: str, keep: str, timings: dict[str, float]) -> None:
-    folder = autotune.tune_dir()
-    if folder is None:
-        return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"keep": keep, "timings_us": timings}, f)
-        os.replace(tmp, folder / f"forms-{key}.json")
-    except OSError:
-        pass  # an unwritable cache only costs timing again
+    autotune.write_entry(f"forms-{key}", {"keep": keep, "timings_us": timings})
 
 
 def pick_forms(
