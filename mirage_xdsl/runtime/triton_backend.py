@@ -143,26 +143,37 @@ def program_timer(
 ) -> Callable[[Chosen], float]:
     """Times the whole program built from a choice of settings on random
     inputs, as measured selection times a program (``GraphTimer``, ``BATCH``
-    calls per graph, L2 flushed), in microseconds per call."""
-    import torch
-
-    from mirage_xdsl.runtime.arguments import element_type
-    from mirage_xdsl.runtime.compiled import CompiledProgram
-    from mirage_xdsl.runtime.timer import BATCH, GraphTimer
-
-    timer = GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
-    inputs = [
-        torch.empty(
-            b.shape,
-            dtype=element_type(b).torch_dtype(),
-            device=timer.flush_buffer.device,
-        ).uniform_(-0.5, 0.5)
-        for b in sorted(
-            (b for b in program.buffers if b.kind == "input"), key=lambda b: b.index
-        )
-    ]
+    calls per graph, L2 flushed), in microseconds per call. The timer and the
+    inputs are made on the first call (most builds time nothing)."""
+    made: list = []
 
     def time(chosen: Chosen) -> float:
+        import torch
+
+        from mirage_xdsl.runtime.arguments import element_type
+        from mirage_xdsl.runtime.compiled import CompiledProgram
+        from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+
+        if not made:
+            timer = GraphTimer(
+                reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}"
+            )
+            buffers = sorted(
+                (b for b in program.buffers if b.kind == "input"),
+                key=lambda b: b.index,
+            )
+            made[:] = [
+                timer,
+                [
+                    torch.empty(
+                        b.shape,
+                        dtype=element_type(b).torch_dtype(),
+                        device=timer.flush_buffer.device,
+                    ).uniform_(-0.5, 0.5)
+                    for b in buffers
+                ],
+            ]
+        timer, inputs = made
         gpu, cubins = assemble(program, chosen)
         compiled = CompiledProgram(gpu, device=device, cubins=cubins)
         outs = compiled.run(*inputs)
