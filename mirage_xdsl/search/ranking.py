@@ -88,7 +88,8 @@ def pick(
             program, default_builds(input_graph, options), 2, options, report, deadline
         )
     ]
-    if previous is not None:
+    seen = {shape_key(g) for _, g in [(input_cost, input_graph), *defaults]}
+    if previous is not None and shape_key(previous) not in seen:
         defaults.append((cost_model.cost(previous), previous))
     top = (
         options.verify_top
