@@ -349,9 +349,11 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
     ]
     options = SearchOptions(verify_top=1, measure_top=6)
     ranking.pick(None, a, 100.0, ranked, options, lambda m: 1.0, Stop(), Report("f"))
-    assert [g.kernels for g in timed] == [1, 1, 1, 2, 2, 3, 2]
-    # the input and the search's cheapest candidate are timed past any deadline
-    assert always_timed == [a, a]
+    # the cheapest of each kernel count first
+    assert [g.kernels for g in timed] == [1, 1, 2, 3, 1, 2, 2]
+    # the input and the search's cheapest candidates of the two cheapest
+    # kernel counts are timed past any deadline
+    assert always_timed == [a, a, ranked[3].graph]
     timed.clear()  # the cost model alone keeps to what it costs below the input
     ranking.pick(None, a, 100.0, ranked, options, None, Stop(), Report("f"))
     assert timed == []
