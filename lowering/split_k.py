@@ -355,7 +355,7 @@ def partial_kernel(
     value = bg.forloop_accum(product) if loop else product
     omap = [1, 0, -1]
     if plan.splits == 1:
-        if prologue is not None and squares is not None:
+        if squares is not None:  # a prologue's
             k = t.tensor_shape(x)[-1]
             value = bg.div(value, row_scale(bg, squares, k, prologue.norm))
         value = add_epilogue(bg, value, matmul_result, epilogue, omap, view)

@@ -93,13 +93,12 @@ class KernelPrinter(MatmulPrinter):
         self.output_index = {o: i for i, o in enumerate(outputs)}
         """Each ``block.output``'s result number."""
         self.plan = plan_kernel(op, self.phases)
-        self.fused_accums_by_accum = {
-            a: m
-            for m, a in [
-                *self.plan.fused_accums.items(),
-                *self.plan.deferred_accums.items(),
-            ]
+        self.printed_by_matmul = {
+            *self.plan.fused_accums.values(),
+            *self.plan.deferred_accums.values(),
         }
+        """Accumulators their matmul prints (``tl.dot`` into them, or its
+        deferred product terms)."""
 
     # -- ops ----------------------------------------------------------------
 
@@ -366,7 +365,7 @@ class KernelPrinter(MatmulPrinter):
         elif isinstance(op, block.OutputOp):
             self.print_output(op, self.output_index[op])
         elif isinstance(op, block.ForloopAccumOp):
-            if op not in self.fused_accums_by_accum:
+            if op not in self.printed_by_matmul:
                 self.print_accum(op)
         elif isinstance(op, block.MatmulOp):
             if op in self.plan.fused_accums:

@@ -90,18 +90,17 @@ def tune_dir() -> Path | None:
     return None if cuda is None else cuda.parent / "triton-tune"
 
 
-def tune_key(kernel: TritonKernel, gpu: str) -> str:
+def entry_key(*parts: str) -> str:
+    """The name of a tuning-cache entry for ``parts`` (and Triton's version)."""
     h = hashlib.sha256()
-    for part in (
-        kernel.text,
-        str(kernel.grid),
-        ",".join(kernel.signature),
-        gpu,
-        triton_version(),
-    ):
+    for part in (*parts, triton_version()):
         h.update(part.encode())
         h.update(b"\x1f")
     return h.hexdigest()
+
+
+def tune_key(kernel: TritonKernel, gpu: str) -> str:
+    return entry_key(kernel.text, str(kernel.grid), ",".join(kernel.signature), gpu)
 
 
 def read_entry(name: str) -> dict | None:
@@ -135,12 +134,10 @@ def write_entry(name: str, data: dict) -> None:
 
 def cached_choice(key: str) -> KernelConfig | None:
     data = read_entry(key)
+    if data is None:
+        return None
     try:
-        return (
-            None
-            if data is None
-            else KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
-        )
+        return KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
     except KeyError:
         return None
 

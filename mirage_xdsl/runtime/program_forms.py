@@ -17,7 +17,6 @@ tuner's choices, keyed by the program's source and the GPU.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -51,11 +50,7 @@ def dot_only(kernel: TritonKernel) -> TritonKernel:
 
 
 def verdict_key(program: TritonProgram, gpu: str) -> str:
-    h = hashlib.sha256()
-    for part in (program.source, gpu, autotune.triton_version(), "forms"):
-        h.update(part.encode())
-        h.update(b"\x1f")
-    return h.hexdigest()
+    return autotune.entry_key(program.source, gpu, "forms")
 
 
 def cached_verdict(key: str) -> str | None:

@@ -10,6 +10,7 @@ memory its metadata names, and its scratch parameters after the buffers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -85,18 +86,37 @@ def untuned(program: TritonProgram, form: int | None = None) -> Chosen:
     return chosen
 
 
-def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotune.Timer:
-    """Times one kernel alone on random inputs, as the benchmark times a
-    program (``GraphTimer``: a CUDA graph, L2 flushed before the launch and
-    the flush's time subtracted, median of ``reps``), in microseconds."""
+def graph_timer(device: Any, reps: int = 20) -> Any:
+    """The ``GraphTimer`` tuning times with on ``device``: a CUDA graph, L2
+    flushed before each launch and the flush's time subtracted, median of
+    ``reps``."""
+    from mirage_xdsl.runtime.timer import GraphTimer
+
+    return GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
+
+
+def random_buffer(spec: BufferSpec, timer: Any) -> Any:
+    """A torch tensor of ``spec``'s shape and type on the timer's device,
+    uniform in [-0.5, 0.5): what tuning times kernels and programs on."""
     import torch
 
     from mirage_xdsl.runtime.arguments import element_type
+
+    return torch.empty(
+        spec.shape,
+        dtype=element_type(spec).torch_dtype(),
+        device=timer.flush_buffer.device,
+    ).uniform_(-0.5, 0.5)
+
+
+def kernel_timer(program: TritonProgram, device: Any, timer: Any) -> autotune.Timer:
+    """Times one kernel alone on random inputs with ``timer``
+    (:func:`graph_timer`), as the benchmark times a program, in microseconds."""
+    import torch
+
     from mirage_xdsl.runtime.executable import LoadedProgram
-    from mirage_xdsl.runtime.timer import GraphTimer
 
     specs = {b.name: b for b in program.buffers}
-    timer = GraphTimer(reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}")
 
     def time(kernel: TritonKernel, binary: TritonBinary) -> float:
         buffers = []
@@ -112,14 +132,7 @@ def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotun
                     0 if last else i,
                 )
             )
-        tensors = {
-            b.name: torch.empty(
-                b.shape,
-                dtype=element_type(b).torch_dtype(),
-                device=timer.flush_buffer.device,
-            ).uniform_(-0.5, 0.5)
-            for b in buffers
-        }
+        tensors = {b.name: random_buffer(b, timer) for b in buffers}
         launch = replace(launch_of(kernel, binary), args=tuple(b.name for b in buffers))
         one = GpuProgram(
             binary.name, program.source, tuple(buffers), (launch,), backend="triton"
@@ -139,45 +152,29 @@ def kernel_timer(program: TritonProgram, device: Any, reps: int = 20) -> autotun
 
 
 def program_timer(
-    program: TritonProgram, device: Any, reps: int = 20
+    program: TritonProgram, device: Any, timer: Any
 ) -> Callable[[Chosen], float]:
     """Times the whole program built from a choice of settings on random
-    inputs, as measured selection times a program (``GraphTimer``, ``BATCH``
-    calls per graph, L2 flushed), in microseconds per call. The timer and the
-    inputs are made on the first call (most builds time nothing)."""
-    made: list = []
+    inputs with ``timer``, as measured selection times a program (``BATCH``
+    calls per graph), in microseconds per call. The inputs are made on the
+    first call (most builds time nothing)."""
+
+    @functools.cache
+    def inputs() -> list[Any]:
+        specs = sorted(
+            (b for b in program.buffers if b.kind == "input"), key=lambda b: b.index
+        )
+        return [random_buffer(b, timer) for b in specs]
 
     def time(chosen: Chosen) -> float:
-        import torch
-
-        from mirage_xdsl.runtime.arguments import element_type
         from mirage_xdsl.runtime.compiled import CompiledProgram
-        from mirage_xdsl.runtime.timer import BATCH, GraphTimer
+        from mirage_xdsl.runtime.timer import BATCH
 
-        if not made:
-            timer = GraphTimer(
-                reps=reps, warmup=3, device=f"cuda:{device.info.ordinal}"
-            )
-            buffers = sorted(
-                (b for b in program.buffers if b.kind == "input"),
-                key=lambda b: b.index,
-            )
-            made[:] = [
-                timer,
-                [
-                    torch.empty(
-                        b.shape,
-                        dtype=element_type(b).torch_dtype(),
-                        device=timer.flush_buffer.device,
-                    ).uniform_(-0.5, 0.5)
-                    for b in buffers
-                ],
-            ]
-        timer, inputs = made
         gpu, cubins = assemble(program, chosen)
         compiled = CompiledProgram(gpu, device=device, cubins=cubins)
-        outs = compiled.run(*inputs)
-        return timer.per_call_us([lambda: compiled.run(*inputs, outputs=outs)], BATCH)
+        xs = inputs()
+        outs = compiled.run(*xs)
+        return timer.per_call_us([lambda: compiled.run(*xs, outputs=outs)], BATCH)
 
     return time
 
@@ -209,17 +206,20 @@ def compile_triton(
         tune = gpu_unavailable_reason() is None
     if tune and form is None:
         dev = device if isinstance(device, Device) else open_device(device)
-        timer = kernel_timer(program, dev)
+        timer = graph_timer(dev)
+        per_kernel = kernel_timer(program, dev, timer)
 
         def tune_kernels(kernels: list[TritonKernel]) -> Chosen:
-            return autotune.tune(program.source, kernels, dev.info.name, timer, log)
+            return autotune.tune(
+                program.source, kernels, dev.info.name, per_kernel, log
+            )
 
         chosen = pick_forms(
             program,
             tune_kernels(list(program.kernels)),
             dev.info.name,
             tune_kernels,
-            program_timer(program, dev),
+            program_timer(program, dev, timer),
             log,
         )
     else:
