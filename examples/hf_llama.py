@@ -40,6 +40,8 @@ from collections.abc import Callable
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 
+from mirage_xdsl.runtime.kernel_profile import kernel_profile
+
 FLUSH_BYTES = 256 << 20
 COPY_BYTES = 1 << 30
 
@@ -216,41 +218,6 @@ def cache_write_us(
     }
 
 
-def kernel_profile(decoder: Decoder, steps: int = 5) -> list[tuple[str, int, float]]:
-    """Per kernel name: launches and device µs per decode step (plain calls
-    under ``torch.profiler``, so launch gaps are left out), longest first."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad():
-        for _ in range(3):
-            decoder.step()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                decoder.step()
-            torch.cuda.synchronize()
-    launches: dict[str, int] = {}
-    device_us: dict[str, float] = {}
-    for event in prof.events():
-        if event.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        launches[event.name] = launches.get(event.name, 0) + 1
-        device_us[event.name] = device_us.get(event.name, 0.0) + event.device_time_total
-    rows = [(n, launches[n] // steps, device_us[n] / steps) for n in launches]
-    return sorted(rows, key=lambda r: -r[2])
-
-
-def print_profile(name: str, rows: list[tuple[str, int, float]], top: int) -> None:
-    total = sum(r[2] for r in rows)
-    count = sum(r[1] for r in rows)
-    print(
-        f"\n{name}: {count} kernel launches per step, {total:.1f} µs of kernel "
-        f"time; the {top} longest by name:"
-    )
-    for kernel_name, n, us in rows[:top]:
-        print(f"  {us:8.1f} µs {n:4d}x  {kernel_name[:90]}")
-
-
 def copy_bandwidth() -> float:
     """Bytes per second of a 1 GiB device-to-device copy (read and written)."""
     src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda").uniform_()
@@ -389,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.device == "cuda":
             rows.append((name, *time_step(decoder, args.reps, warmup=5)))
             if args.profile:
-                print_profile(name, kernel_profile(decoder), args.profile)
+                with torch.no_grad():
+                    profile = kernel_profile(decoder.step)
+                print("\n" + "\n".join(profile.lines(name, args.profile)))
     if rows:
         floor = floor_us(model, args.cache_len, copy_bandwidth())
         print(

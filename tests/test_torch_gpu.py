@@ -149,3 +149,18 @@ def test_decoder_layer_at_natural_scale_runs_on_cuda_tensors() -> None:
         out, ref = fn(x), layer.float()(x.float())
         assert torch.isfinite(out).all()
         assert _rel_l2(out, ref) < 2e-2
+
+
+def test_kernel_profile_counts_each_calls_kernels_in_order() -> None:
+    from mirage_xdsl.runtime.kernel_profile import kernel_profile
+
+    a = torch.randn(256, 256, device="cuda")
+
+    def call():
+        return (a @ a).relu() + 1
+
+    profile = kernel_profile(call, calls=3)
+    # the matmul (one cuBLAS kernel or more), the relu and the add, per
+    # call: the flushes between calls left out
+    assert profile.launches == len(profile.sequence) >= 3 and profile.us > 0
+    assert not any("Fill" in name for name, _ in profile.sequence)

@@ -106,3 +106,24 @@ def test_timed_programs_are_rows_the_calibration_reads(tmp_path):
     samples, groups = calibrate_cost_model.load_samples([str(path)])
     assert len(samples) == 1 and abs(samples[0].seconds - 7.5e-6) < 1e-12
     assert samples[0].group == "m/DecodeLayer_s0 b=1"
+
+
+def test_profile_lines_give_totals_longest_kernels_and_mirages_order():
+    row = {
+        "model": "tiny",
+        "us": {"mirage": 9.0, "eager": 12.0},
+        "profile": {
+            "mirage": {
+                "launches": 2,
+                "kernel_us": 8.0,
+                "kernels": [["k_b", 1, 5.0], ["k_a", 1, 3.0]],
+                "sequence": [["k_a", 3.0], ["k_b", 5.0]],
+            },
+            "eager": {"launches": 1, "kernel_us": 11.0, "kernels": [["gemv", 1, 11.0]]},
+        },
+    }
+    text = "\n".join(torch_models.profile_lines(row))
+    assert "- mirage: 2 launches, 8.0 µs of kernel time (graph-timed: 9.0 µs)" in text
+    assert text.index("5.0 µs 1x `k_b`") < text.index("3.0 µs 1x `k_a`")
+    assert "1. 3.0 µs `k_a`\n2. 5.0 µs `k_b`" in text
+    assert torch_models.profile_lines({"model": "tiny"}) == []

@@ -21,7 +21,7 @@ percentage of it. A table per case gives each segment's search (its share
 of the budget, seconds, kernels, input and chosen time)::
 
     python tools/torch_models.py [--quick] [--models NAMES] [--total 500]
-        [--budget 240] [--out DIR]
+        [--budget 240] [--out DIR] [--profile]
 
 ``--quick`` runs the 1B, 512-key, batch-1 step only. Searches share
 ``--total`` seconds: each case's budget is what is left over the cases
@@ -33,7 +33,9 @@ search, two torch compilations, timing). Writes ``torch_models.json`` and
 ``torch_models.md``, and ``torch_models_programs.json``: every program the
 searches timed, with its time and cost, which ``python
 tools/calibrate_cost_model.py torch_models_programs.json`` fits the cost
-model to.
+model to. ``--profile`` adds each method's kernels per call (plain calls
+under ``torch.profiler``, L2 flushed before each): the sum of their times
+beside the graph-timed figure shows what launch gaps and overlap make of it.
 """
 
 from __future__ import annotations
@@ -222,9 +224,11 @@ def timed_programs(found: MirageFunction, name: str, batch: int) -> list[dict]:
     ]
 
 
-def baselines(model: nn.Module, inputs: list[torch.Tensor]) -> dict[str, float]:
-    """Eager and both torch.compile modes, each compiled and timed in turn."""
-    out = {"eager": time_us(lambda: model(*inputs))}
+def baselines(
+    model: nn.Module, inputs: list[torch.Tensor]
+) -> dict[str, Callable[[], object]]:
+    """Eager and both torch.compile modes, each compiled (and run once)."""
+    out: dict[str, Callable[[], object]] = {"eager": lambda: model(*inputs)}
     for name, options in (
         ("torch.compile", {}),
         ("max-autotune", {"mode": "max-autotune-no-cudagraphs"}),
@@ -232,11 +236,29 @@ def baselines(model: nn.Module, inputs: list[torch.Tensor]) -> dict[str, float]:
         torch._dynamo.reset()
         compiled = torch.compile(model, **options)
         compiled(*inputs)
-        out[name] = time_us(lambda c=compiled: c(*inputs))
+        out[name] = lambda c=compiled: c(*inputs)
     return out
 
 
-def run_model(name: str, budget: float, tbps: float) -> dict:
+def profiles(calls: dict[str, Callable[[], object]]) -> dict[str, dict]:
+    """Each method's kernels (``runtime/kernel_profile.py``): per kernel name
+    launches and µs per call, and for mirage one call's kernels in order."""
+    from mirage_xdsl.runtime.kernel_profile import kernel_profile
+
+    out = {}
+    for name, call in calls.items():
+        p = kernel_profile(call)
+        out[name] = {
+            "launches": p.launches,
+            "kernel_us": round(p.us, 1),
+            "kernels": [[k.name[:120], k.launches, round(k.us, 2)] for k in p.kernels],
+        }
+        if name == "mirage":
+            out[name]["sequence"] = [[n[:120], round(us, 2)] for n, us in p.sequence]
+    return out
+
+
+def run_model(name: str, budget: float, tbps: float, profile: bool = False) -> dict:
     torch.manual_seed(0)
     model, inputs = builder(name)()
     row: dict = {"model": name, "inputs": [list(x.shape) for x in inputs]}
@@ -256,11 +278,11 @@ def run_model(name: str, budget: float, tbps: float) -> dict:
         row["rel_l2_eager_fp16"] = rel_l2(first(model(*inputs)), ref)
         row["segments"] = segments(found)
         row["timed_programs"] = timed_programs(found, name, inputs[0].shape[0])
-        row["us"] = {
-            "mirage": time_us(lambda: found(*inputs)),
-            **baselines(model, inputs),
-        }
+        calls = {"mirage": lambda: found(*inputs), **baselines(model, inputs)}
+        row["us"] = {name: time_us(call) for name, call in calls.items()}
         row["floor_us"] = layer_bytes(model, inputs, out) / (tbps * 1e12) * 1e6
+        if profile:
+            row["profile"] = profiles(calls)
     return row
 
 
@@ -311,6 +333,7 @@ def markdown(rows: list[dict], tbps: float) -> str:
         )
     for r in rows:
         lines += segment_table(r)
+        lines += profile_lines(r)
         if "plain_softmax" in r:
             p = r["plain_softmax"]
             lines.append(
@@ -346,6 +369,26 @@ def segment_table(row: dict) -> list[str]:
     return lines
 
 
+def profile_lines(row: dict, top: int = 12) -> list[str]:
+    """Each method's launches, kernel time and longest kernels; mirage's
+    kernels of one call in launch order."""
+    if "profile" not in row:
+        return []
+    lines = [f"\n{row['model']}, kernels per call (plain calls, L2 flushed):\n"]
+    for method, p in row["profile"].items():
+        lines.append(
+            f"- {method}: {p['launches']} launches, {p['kernel_us']} µs of kernel "
+            f"time (graph-timed: {row['us'][method]:.1f} µs)"
+        )
+        lines += [f"  - {us:.1f} µs {n}x `{k[:80]}`" for k, n, us in p["kernels"][:top]]
+    lines.append(f"\n{row['model']}, mirage's kernels in launch order:\n")
+    lines += [
+        f"{i}. {us:.1f} µs `{k[:80]}`"
+        for i, (k, us) in enumerate(row["profile"]["mirage"]["sequence"], 1)
+    ]
+    return lines
+
+
 OVERHEAD_S = 60.0
 """What a case is assumed to spend outside its search (capture, two torch
 compilations, timing) before one has been measured."""
@@ -365,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--total", type=float, default=500.0, help="seconds in all")
     parser.add_argument("--budget", type=float, default=240.0, help="search cap")
     parser.add_argument("--out", type=Path, default=Path("torch-models-out"))
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also each method's kernels per call (torch.profiler), and mirage's "
+        "in launch order",
+    )
     args = parser.parse_args(argv)
     names = [QUICK] if args.quick else [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
@@ -382,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = budget_for(left, len(names) - i, overhead, args.budget)
         start = time.monotonic()
         try:
-            rows.append(run_model(name, budget, tbps))
+            rows.append(run_model(name, budget, tbps, args.profile))
             overhead = time.monotonic() - start - rows[-1]["search_s"]
         except Exception as e:  # one model's failure is a row, not the end
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
