@@ -49,6 +49,7 @@ from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.split_k import (
     blocks_to_aim_for,
     epilogue_of,
+    k_major,
     plan_split_k,
     prologue_of,
     skinny_rows,
@@ -376,7 +377,7 @@ def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
         return None
     elem_bytes = 4 if str(t.element_type(op.result)) == "f32" else 2
     k, n = t.tensor_shape(op.rhs)[-2:]
-    plan = plan_split_k(rows, n, k, elem_bytes, target)
+    plan = plan_split_k(rows, n, k, elem_bytes, target, k_major(op.rhs))
     epilogue = epilogue_of(op, EPILOGUE_KINDS)
     prologue = prologue_of(op)
     last = epilogue[-1] if epilogue else op

@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from math import prod
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
@@ -60,6 +60,16 @@ PROLOGUE_KINDS = ("mul", "mul_scalar", "neg", "cast")
 """Ops that may continue a prologue's RMSNorm before the matmul: each scales
 the rows linearly (or only changes how they are stored), so the norm's
 per-row scale commutes with them and with the matmul."""
+K_MAJOR_STRIPS = ((2, 4), (SKINNY_ROWS, 16))
+"""Columns of the product a block owns where the weight is read transposed
+(an ``nn.Linear`` weight, ``[N, K]``: each column's ``K`` values contiguous),
+by the most rows each applies to: every block's loads are whole lines
+however narrow its strip, and narrow strips make many small blocks, whose
+loads are all in flight at once. One or two rows take 4 columns (their
+multiply-and-sum forms keep ``rows x 4 x k_tile`` terms), more take 16 (the
+least a ``tl.dot`` tile has)."""
+K_MAJOR_TILE_BYTES = 8 * 1024
+"""Bytes of a transposed weight one block loads per for-loop iteration."""
 ROW_TILE = 16384
 """Most elements of ``a`` (all its rows) a combine kernel's block loads in
 one for-loop iteration to sum the rows' squares for a prologue (unsplit, the
@@ -91,18 +101,20 @@ def blocks_to_aim_for(target: Target) -> int:
     return 1 << ((2 * target.sms).bit_length() - 1)
 
 
-def block_bandwidth(target: Target) -> float:
+def block_bandwidth(target: Target, tile_bytes: int = WEIGHT_TILE_BYTES) -> float:
     """Bytes per second one block of the partial kernel reads: one weight
     tile per load round trip (what the multiply-and-sum form, which Triton
     does not pipeline, keeps in flight; the tensor-core form's pipeline
     keeps more, so this errs towards more blocks)."""
-    return WEIGHT_TILE_BYTES / target.load_latency_seconds
+    return tile_bytes / target.load_latency_seconds
 
 
-def read_seconds(weight_bytes: int, blocks: int, target: Target) -> float:
+def read_seconds(
+    weight_bytes: int, blocks: int, target: Target, tile_bytes: int = WEIGHT_TILE_BYTES
+) -> float:
     """How long ``blocks`` blocks take to read the weight: the device memory's
     bandwidth, or fewer blocks' own if they cannot use all of it."""
-    bandwidth = min(target.dram_bandwidth, blocks * block_bandwidth(target))
+    bandwidth = min(target.dram_bandwidth, blocks * block_bandwidth(target, tile_bytes))
     return weight_bytes / bandwidth
 
 
@@ -117,25 +129,49 @@ def skinny_rows(op: kernel.MatmulOp) -> int | None:
     return rows
 
 
-def plan_split_k(rows: int, n: int, k: int, elem_bytes: int, target: Target) -> SplitK:
-    """How a ``[rows, k] x [k, n]`` product is split on ``target``: 64-column
-    strips, 16 KB weight chunks, and over ``K`` only when that reads the
-    weight sooner by more than the combine kernel's launch costs."""
-    n_tile = next((c for c in COLUMN_TILES if n % c == 0), n)
+def plan_split_k(
+    rows: int, n: int, k: int, elem_bytes: int, target: Target, k_major: bool = False
+) -> SplitK:
+    """How a ``[rows, k] x [k, n]`` product is split on ``target``.
+
+    A weight stored ``[K, N]`` gets 64-column strips (one 128-byte line per
+    weight row) and 16 KB chunks, enough blocks for about two per SM. A
+    ``k_major`` one (stored ``[N, K]``, read transposed) gets the narrow
+    strips of :data:`K_MAJOR_STRIPS` and 8 KB chunks, enough blocks for one
+    per SM: its strips are many already. Either is split over ``K`` only when
+    that reads the weight sooner by more than the combine kernel's launch
+    costs."""
+    if k_major:
+        width = next(c for most, c in K_MAJOR_STRIPS if rows <= most)
+        widths, tile_bytes = (width, 16, 1), K_MAJOR_TILE_BYTES
+        aim = blocks_to_aim_for(target) // 2
+    else:
+        widths, tile_bytes = COLUMN_TILES, WEIGHT_TILE_BYTES
+        aim = blocks_to_aim_for(target)
+    n_tile = next((c for c in widths if n % c == 0), n)
     strips = n // n_tile
-    aim = blocks_to_aim_for(target)
-    k_tile = max(
-        d for d in _divisors(k) if d * n_tile * elem_bytes <= WEIGHT_TILE_BYTES
-    )
+    k_tile = max(d for d in _divisors(k) if d * n_tile * elem_bytes <= tile_bytes)
     chunks = k // k_tile
     splits = next((s for s in _divisors(chunks) if strips * s >= aim), chunks)
     weight = k * n * elem_bytes
-    gain = read_seconds(weight, strips, target) - read_seconds(
-        weight, strips * splits, target
+    gain = read_seconds(weight, strips, target, tile_bytes) - read_seconds(
+        weight, strips * splits, target, tile_bytes
     )
     if gain <= target.launch_seconds:
         splits = 1
     return SplitK(n_tile, k_tile, splits, k)
+
+
+def k_major(weight: SSAValue) -> bool:
+    """Whether a matmul's right operand is a program input read transposed
+    (its last two dims swapped): each of its columns contiguous in memory."""
+    op = weight.owner
+    rank = len(t.tensor_shape(weight))
+    return (
+        isinstance(op, kernel.TransposeOp)
+        and isinstance(op.input, BlockArgument)
+        and sorted(op.dims) == [rank - 2, rank - 1]
+    )
 
 
 def fits_rows(shape: Sequence[int], out: Sequence[int]) -> bool:

@@ -44,7 +44,7 @@ def parts_of_a_decode(dtype: torch.dtype) -> list:
 
 def inputs(part, rng) -> list[np.ndarray]:
     """Random inputs (a boolean mask 0/1 with its first key attended), the
-    transposed weights the part takes, and its constants."""
+    stacked sibling weights the part takes, and its constants."""
     xs = []
     for node in part.inputs:
         val = node.meta["val"]
@@ -54,11 +54,8 @@ def inputs(part, rng) -> list[np.ndarray]:
         else:
             x = 0.5 * rng.standard_normal(tuple(val.shape)).astype(np.float32)
         xs.append(x)
-    transposes = [
-        np.ascontiguousarray(np.concatenate([xs[i].T for i in group], axis=1))
-        for group in part.transposed
-    ]
-    return xs + transposes + [t.float().numpy() for t in part.captured.parameters]
+    stacks = [np.concatenate([xs[i] for i in group], axis=0) for group in part.stacked]
+    return xs + stacks + [t.float().numpy() for t in part.captured.parameters]
 
 
 def main(dtype: str) -> None:

@@ -33,7 +33,12 @@ def test_row_wise_programs_capture(name: str) -> None:
 
 
 def test_dry_run_builds_the_default_kernels(capsys) -> None:
+    # nn.Linear's [N, K] weight: 4-column strips, unsplit; a [K, N] one:
+    # 64-column strips, split 8 ways, then the combine
     assert bp.main(["--dry-run", "--only", "8192x2048", "--rows", "1"]) == 0
+    assert "8192x2048 rows 1: 1 kernels [[512, 1, 1]]" in capsys.readouterr().out
+    argv = ["--dry-run", "--only", "8192x2048", "--rows", "1", "--weights", "kn"]
+    assert bp.main(argv) == 0
     assert (
         "8192x2048 rows 1: 2 kernels [[32, 8, 1], [4, 1, 1]]" in capsys.readouterr().out
     )
@@ -97,16 +102,17 @@ def test_normed_projections_read_one_norm_and_check_against_torch() -> None:
         "norm+4096x14336+14336",
     ]
     gate_up = cases[1]
-    assert gate_up.shapes == [[1, 2048], [2048], [2048, 8192], [2048, 8192]]
+    assert gate_up.shapes == [[1, 2048], [2048], [8192, 2048], [8192, 2048]]
     assert gate_up.floor_bytes == 2 * (2048 + 2048 + 2 * 2048 * 8192 + 2 * 8192)
     module = bp.module_of(cases[0])
     assert [op.name for op in module.walk() if op.name.startswith("kernel.")] == [
         "kernel.rms_norm",
         "kernel.mul",
+        "kernel.transpose",
         "kernel.matmul",
     ]
     bench = bp.Bench(args, timer=_Timer(), device="cpu")
     bench.time_method(gate_up, "torch", bench.torch_method(gate_up, None))
     assert gate_up.status["torch"] == "ok"
-    bench.time_method(gate_up, "default", lambda: lambda xs: xs[0] @ xs[2])
+    bench.time_method(gate_up, "default", lambda: lambda xs: xs[0] @ xs[2].t())
     assert gate_up.status["default"].startswith("wrong")

@@ -105,6 +105,12 @@ def _transposes(module) -> list:
     return [o for o in module.walk() if isinstance(o, kernel.TransposeOp)]
 
 
+def _cache_transposes(module) -> list:
+    """The transposes of 4-d values (a key cache's); the others are of
+    ``nn.Linear`` weights, read in place by the projections as well."""
+    return [o for o in _transposes(module) if len(o.result.type.get_shape()) == 4]
+
+
 def _swapped_inputs(module) -> list:
     return [
         o
@@ -299,7 +305,7 @@ def test_the_decode_layers_key_cache_is_read_in_place() -> None:
     x = torch.randn(1, 1, 64).half()
     k, v = layer.cache(1, 32)
     module = capture_program(layer, [x, k, v]).module
-    (t,) = _transposes(module)
+    (t,) = _cache_transposes(module)
     assert not isinstance(t.input.owner, kernel.TransposeOp)  # the cache itself
     source = generate_triton(module).source
     assert "block.transpose" not in source
@@ -310,7 +316,9 @@ def test_the_decode_layers_key_cache_is_read_in_place() -> None:
     for g, w in zip(
         interpreter.run(folded, xs), interpreter.run(module, xs), strict=True
     ):
-        np.testing.assert_array_equal(g, w)
+        # the same sums, the weights' read from transposed views (numpy may
+        # add them in another order)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * np.abs(w).max())
 
 
 @pytest.mark.slow
@@ -329,7 +337,7 @@ def test_the_searched_decode_layer_reads_its_key_cache_in_place() -> None:
         found = superoptimize(
             layer, [x, k, v], budget=6, jobs=1, cache_dir="none", measure=None
         )
-    (t,) = _transposes(found.module)
+    (t,) = _cache_transposes(found.module)
     assert all(isinstance(u.operation, kernel.CustomizedOp) for u in t.result.uses)
     source = generate_triton(found.module).source
     assert "block.transpose" not in source and "transpose [2, 3]" in source

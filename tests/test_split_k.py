@@ -18,7 +18,12 @@ from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
-from mirage_xdsl.lowering.split_k import ROW_TILE, WEIGHT_TILE_BYTES, plan_split_k
+from mirage_xdsl.lowering.split_k import (
+    K_MAJOR_TILE_BYTES,
+    ROW_TILE,
+    WEIGHT_TILE_BYTES,
+    plan_split_k,
+)
 from mirage_xdsl.semantics import interpreter
 from mirage_xdsl.semantics.inputs import random_inputs
 
@@ -51,6 +56,22 @@ def test_plans_read_whole_lines_and_split_where_strips_are_too_few(
     assert plan.splits == SPLITS.get((k, n), 1)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 8, 16])
+@pytest.mark.parametrize("k, n", PROJECTIONS)
+def test_a_transposed_weight_gets_narrow_strips_of_8_kb_chunks(
+    k: int, n: int, rows: int
+) -> None:
+    """An ``nn.Linear`` weight, ``[N, K]``, read transposed: its columns are
+    contiguous, so a block owns 4 of them at one or two rows (16 at more,
+    a ``tl.dot`` tile) and loads 8 KB of them per iteration; a split only
+    where the strips give fewer blocks than the GPU has SMs (about)."""
+    plan = plan_split_k(rows, n, k, 2, H100, k_major=True)
+    assert plan.n_tile == (4 if rows <= 2 else 16)
+    assert plan.k_tile * plan.n_tile * 2 == K_MAJOR_TILE_BYTES
+    assert plan.splits * plan.forloop * plan.k_tile == k
+    assert (plan.splits > 1) == (n // plan.n_tile < 128)
+
+
 def test_the_split_follows_the_targets_sm_count() -> None:
     small = replace(H100, sms=16)
     assert plan_split_k(1, 2048, 8192, 2, small).splits == 1  # 32 strips: enough
@@ -64,10 +85,13 @@ def _program(
     dtype: str,
     epilogue: str,
     norm: bool = False,
+    transposed: bool = False,
 ) -> str:
     """``x @ w`` then ``epilogue`` (``add``: a residual; ``mul``: times a
     per-column weight, then plus the residual), as kernel ops; with ``norm``,
-    ``x`` is ``rms_norm(a) * nw`` (a per-column weight ``[K]``, on the left)."""
+    ``x`` is ``rms_norm(a) * nw`` (a per-column weight ``[K]``, on the left);
+    with ``transposed``, ``w`` is an ``[N, K]`` input's transpose (an
+    ``nn.Linear`` weight)."""
     x = "x".join(map(str, (*rows, k)))
     y = "x".join(map(str, (*rows, n)))
     lines = [
@@ -75,6 +99,12 @@ def _program(
         f"tensor<{k}x{n}x{dtype}> -> tensor<{y}x{dtype}>"
     ]
     args = [f"%x: tensor<{x}x{dtype}>", f"%w: tensor<{k}x{n}x{dtype}>"]
+    if transposed:
+        args[1] = f"%wt: tensor<{n}x{k}x{dtype}>"
+        lines[:0] = [
+            f"%w = kernel.transpose %wt dims 0, 1 : tensor<{n}x{k}x{dtype}> "
+            f"-> tensor<{k}x{n}x{dtype}>"
+        ]
     if norm:
         args[0] = f"%a: tensor<{x}x{dtype}>"
         args.append(f"%nw: tensor<{k}x{dtype}>")
@@ -148,6 +178,32 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
     module.verify()
     partial = _customized(module)[0]
     assert partial.grid_dims == (4, 32, 1)
+    (got,) = interpreter.run(module, xs)
+    assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
+
+
+TRANSPOSED = [
+    ((1,), 1024, 2048, "add", False, (512, 1, 1)),  # 4 columns a block
+    ((8,), 2048, 256, "mul", False, (16, 8, 1)),  # 16 columns, split 8 ways
+    ((1, 2), 512, 64, "none", True, (16, 1, 1)),  # the norm in its kernel
+]
+
+
+@pytest.mark.parametrize("rows, k, n, epilogue, norm, grid", TRANSPOSED)
+def test_a_transposed_weight_is_read_in_narrow_strips(
+    rows, k, n, epilogue, norm, grid
+) -> None:
+    """The partial kernel's blocks each own a few rows of the ``[N, K]``
+    input (its transpose, a kernel of its own here, is the blocks' load once
+    ``fold-transposes`` has run: ``test_triton_runs_the_kernels_of_a_
+    transposed_weight``)."""
+    text = _program(rows, k, n, "f16", epilogue, norm, transposed=True)
+    module = parse(make_context(), text, "linear.mlir")
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    assert _customized(module)[1].grid_dims == grid  # after the transpose's
     (got,) = interpreter.run(module, xs)
     assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
 
@@ -289,6 +345,24 @@ def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
     rows = _interpret("file", *map(str, paths))  # one interpreter process
     assert len(rows) == 6  # two rows have the multiply-and-sum form too
     assert not _failures(rows)
+
+
+@needs_triton
+def test_triton_runs_the_kernels_of_a_transposed_weight(tmp_path: Path) -> None:
+    paths = []
+    for i, (rows, k, n, epilogue, norm, _) in enumerate(TRANSPOSED):
+        paths.append(tmp_path / f"t{i}.mlir")
+        paths[-1].write_text(
+            _program(rows, k, n, "f16", epilogue, norm, transposed=True)
+        )
+    rows = _interpret("file", *map(str, paths))
+    assert len(rows) >= len(TRANSPOSED) and not _failures(rows)
+    from mirage_xdsl.lowering.triton import generate_triton
+
+    # the weight read in place: no kernel copies it transposed
+    for path, case in zip(paths, TRANSPOSED, strict=True):
+        program = generate_triton(parse(make_context(), path.read_text(), str(path)))
+        assert list(program.kernels[0].grid) == list(case[-1])
 
 
 @needs_triton

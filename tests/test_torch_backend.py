@@ -315,8 +315,8 @@ class Projections(torch.nn.Module):
 def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
     monkeypatch,
 ):
-    """The weights arrive as graph inputs: the part takes their transposes
-    side by side as one input of its own, copied once."""
+    """The weights arrive as graph inputs: the part takes them stacked as
+    one input of its own, copied once, and reads it transposed."""
     from mirage_xdsl.torch import part as parts
     from mirage_xdsl.torch import partition
 
@@ -337,10 +337,11 @@ def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
     for g, a, w in zip(got, again, want, strict=True):
         torch.testing.assert_close(g, w)
         torch.testing.assert_close(a, w)
-    ((captured, _, transposed),) = made
+    ((captured, _, stacked),) = made
     text = str(captured.module)
-    assert text.count("kernel.matmul") == 1 and len(transposed) == 1
-    assert len(transposed[0]) == 3  # q, k and v's weights, side by side
+    assert text.count("kernel.matmul") == 1 and len(stacked) == 1
+    assert len(stacked[0]) == 3  # q, k and v's weights, stacked
+    assert "tensor<32x16xf32>" in text  # [sum of out, in], read transposed
 
 
 def test_functions_of_one_program_share_one_build(monkeypatch):

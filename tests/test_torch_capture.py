@@ -215,8 +215,10 @@ def test_nn_linear_captures_and_matches_torch(bias, shape):
     model = torch.nn.Linear(16, 24, bias=bias).half()
     (x,) = half(shape)
     captured = capture_program(model, [x])
-    ops = ["kernel.matmul", "kernel.add"] if bias else ["kernel.matmul"]
+    ops = ["kernel.transpose", "kernel.matmul"] + (["kernel.add"] if bias else [])
     assert kernel_ops(captured.module) == ops
+    # the weight passed in as nn.Linear keeps it, not copied, read transposed
+    assert captured.parameters[0].data_ptr() == model.weight.data_ptr()
     out = MirageFunction(captured)(x)
     ref = model.float()(x.float()).detach()
     assert out.shape == ref.shape
@@ -231,11 +233,12 @@ def test_two_linear_layers_and_a_batched_weight():
     (x,) = half((2, 4, 16))
     captured = capture_program(mlp, [x])
     assert kernel_ops(captured.module).count("kernel.matmul") == 2
-    # the [in, out] weights are passed once: the matmul's batch dims broadcast
+    # the [out, in] weights are passed once, as nn.Linear keeps them: the
+    # matmul's batch dims broadcast
     assert [tuple(p.shape) for p in captured.parameters] == [
-        (16, 32),
+        (32, 16),
         (32,),
-        (32, 8),
+        (8, 32),
         (8,),
     ]
     out = MirageFunction(captured)(x)
@@ -646,7 +649,9 @@ def test_decoder_layer_captures_without_edits_and_matches_torch():
     captured = capture_program(layer, [x])
     ops = kernel_ops(captured.module)
     assert ops.count("kernel.rms_norm") == 2 and ops.count("kernel.mul") == 3
-    assert ops.count("kernel.transpose") == 5 and "kernel.reshape" in ops
+    # the heads' transposes, and one per weight (q/k/v joined, o, gate, up,
+    # down), each read as nn.Linear keeps it
+    assert ops.count("kernel.transpose") == 5 + 5 and "kernel.reshape" in ops
     with torch.no_grad():
         out = MirageFunction(captured)(x)
         assert float((out - layer(x)).norm() / layer(x).norm()) < 1e-5

@@ -52,7 +52,8 @@ def test_decode_layer_projects_q_k_v_with_one_matmul(dtype):
     assert matmul_rhs(captured.module) == rhs
     assert kernel_ops(captured.module).count("kernel.slice") == 3
     weights = [tuple(p.shape) for p in captured.parameters]
-    assert (64, 128) in weights and (64, 32) not in weights
+    # one [out, in] weight of the three, as nn.Linear keeps each
+    assert (128, 64) in weights and (32, 64) not in weights
     check_matches(captured, layer, xs, dtype)
 
 
@@ -90,7 +91,7 @@ def test_siblings_share_one_matmul_and_one_bias_add(bias):
     ops = kernel_ops(captured.module)
     assert ops.count("kernel.add") == (1 if bias else 0)
     shapes = [tuple(p.shape) for p in captured.parameters]
-    assert shapes == ([(16, 36), (36,)] if bias else [(16, 36)])
+    assert shapes == ([(36, 16), (36,)] if bias else [(36, 16)])
     check_matches(captured, model, [x], torch.float32)
 
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Decode projections and small row-wise programs against the memory floor.
 
-Each projection ``x [M, K] @ w [K, N]`` (fp16, M = 1, 8, 16; the K x N of
-Llama-3.2-1B and Llama-3-8B-sized layers) is timed as:
+Each projection ``x [M, K] @ w.t()`` (fp16, M = 1, 8, 16; the K x N of
+Llama-3.2-1B and Llama-3-8B-sized layers; ``w`` is ``[N, K]``, as
+``nn.Linear`` keeps it and a captured layer reads it, or ``[K, N]`` with
+``--weights kn``, multiplied as it is) is timed as:
 
 - ``default``: the program as written, lowered by ``default-customize`` (the
   build every search segment falls back to) and compiled by the Triton
   backend, autotuned on this GPU;
 - ``search``: the search's pick for the program (measured selection on this
   GPU, within ``--search-cap`` seconds);
-- ``torch.matmul`` (cuBLAS), ``torch.compile`` and ``torch.compile``
+- ``torch.matmul`` (cuBLAS, ``x @ w.t()`` or ``x @ w``), ``torch.compile`` and ``torch.compile``
   ``max-autotune`` (without inductor's CUDA graphs: every method is captured
   in our own).
 
@@ -47,6 +49,7 @@ Writes ``projections.json`` and ``projections.md`` to ``--out`` (default $OUT).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -147,17 +150,25 @@ class Case:
     """Per method: ok, wrong (with the error), error (one line), skipped."""
     default_kernels: list[dict] = field(default_factory=list)
     """The default build's launches: grid, threads, for-loop (the split)."""
+    linear: bool = False
+    """Whether the weights are ``[N, K]``, as ``nn.Linear`` keeps them (the
+    program reads them transposed, torch multiplies by ``w.t()``)."""
 
 
 # --- programs -----------------------------------------------------------------
 
 
-def projection_module(m: int, k: int, n: int):
+def _weight(g, k: int, n: int, linear: bool):
+    """A ``[K, N]`` weight input, or the transpose of an ``[N, K]`` one."""
+    return g.transpose(g.new_input((n, k)), 0, 1) if linear else g.new_input((k, n))
+
+
+def projection_module(m: int, k: int, n: int, linear: bool = False):
     from mirage_xdsl.ir.builder import new_kernel_graph
 
     g = new_kernel_graph(f"proj_{m}x{k}x{n}")
-    x, w = g.new_input((m, k)), g.new_input((k, n))
-    g.mark_output(g.matmul(x, w))
+    x = g.new_input((m, k))
+    g.mark_output(g.matmul(x, _weight(g, k, n, linear)))
     return g.module()
 
 
@@ -165,25 +176,30 @@ EPS = 1e-5
 """The normed programs' RMSNorm epsilon."""
 
 
-def normed_module(m: int, k: int, ns: tuple[int, ...]):
+def normed_module(m: int, k: int, ns: tuple[int, ...], linear: bool = False):
     from mirage_xdsl.ir.builder import new_kernel_graph
 
     g = new_kernel_graph("norm_" + "_".join(f"{k}x{n}" for n in ns))
     x, gain = g.new_input((m, k)), g.new_input((k,))
     rows = g.mul(g.rms_norm(x, EPS), gain)
     for n in ns:
-        g.mark_output(g.matmul(rows, g.new_input((k, n))))
+        g.mark_output(g.matmul(rows, _weight(g, k, n, linear)))
     return g.module()
 
 
-def normed_torch(x, gain, *weights):
+def normed_torch(x, gain, *weights, linear: bool = False):
     """What :func:`normed_module` computes, as a model's RMSNorm does it (in
     fp32, then back to the rows' type, times the weight): every product."""
     import torch
 
     rows = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS)
     rows = rows.to(x.dtype) * gain
-    return tuple(rows @ w for w in weights)
+    return tuple(rows @ (w.t() if linear else w) for w in weights)
+
+
+def linear_product(x, w):
+    """``x @ w.t()``: ``F.linear`` without a bias (cuBLAS)."""
+    return x @ w.t()
 
 
 def _first(out):
@@ -196,20 +212,26 @@ def _wanted(args, name: str, group: str) -> bool:
 
 def cases(args) -> list[Case]:
     out = []
+    linear = getattr(args, "weights", "kn") == "linear"
+
+    def weight(k: int, n: int) -> list[int]:
+        return [n, k] if linear else [k, n]
+
     for k, n in PROJECTIONS:
         if not _wanted(args, f"{k}x{n}", "projections"):
             continue
         for m in args.rows:
             bytes_ = 2 * (m * k + k * n + m * n)
-            out.append(Case(f"{k}x{n}", "projection", m, [[m, k], [k, n]], bytes_))
+            shapes = [[m, k], weight(k, n)]
+            out.append(Case(f"{k}x{n}", "projection", m, shapes, bytes_, linear=linear))
     for k, ns in NORMED:
         name = f"norm+{k}x" + "+".join(map(str, ns))
         if not _wanted(args, name, "normed"):
             continue
         for m in args.rows:
-            ins = [[m, k], [k], *([k, n] for n in ns)]
+            ins = [[m, k], [k], *(weight(k, n) for n in ns)]
             bytes_ = 2 * (sum(numel(s) for s in ins) + m * sum(ns))
-            out.append(Case(name, "normed", m, ins, bytes_))
+            out.append(Case(name, "normed", m, ins, bytes_, linear=linear))
     for name, (_, shapes) in ROWWISE.items():
         if not _wanted(args, name, "rowwise"):
             continue
@@ -223,12 +245,13 @@ def cases(args) -> list[Case]:
 
 def module_of(case: Case):
     """The kernel-level program of ``case`` (row-wise ones captured from torch)."""
+    side = 0 if case.linear else 1  # where a weight's N is
     if case.kind == "projection":
-        (m, k), (_, n) = case.shapes
-        return projection_module(m, k, n)
+        (m, k), w = case.shapes
+        return projection_module(m, k, w[side], case.linear)
     if case.kind == "normed":
         (m, k), _, *weights = case.shapes
-        return normed_module(m, k, tuple(w[1] for w in weights))
+        return normed_module(m, k, tuple(w[side] for w in weights), case.linear)
     import torch
 
     from mirage_xdsl.torch import capture
@@ -242,9 +265,9 @@ def torch_fn(case: Case) -> Callable:
     import torch
 
     if case.kind == "projection":
-        return torch.matmul
+        return linear_product if case.linear else torch.matmul
     if case.kind == "normed":
-        return normed_torch
+        return functools.partial(normed_torch, linear=case.linear)
     return ROWWISE[case.name.split("/")[0]][0]
 
 
@@ -272,12 +295,13 @@ class Bench:
         torch = self.torch
         g = torch.Generator(device=self.device).manual_seed(0)
         xs = []
+        k = case.shapes[0][-1]
         for s in case.shapes:
             x = torch.randn(s, device=self.device, dtype=torch.float16, generator=g)
             if (case.kind, len(xs)) == ("projection", 1) or (
                 case.kind == "normed" and len(xs) > 1 and len(s) == 2
             ):
-                x /= s[0] ** 0.5  # a weight: products of unit size
+                x /= k**0.5  # a weight: products of unit size
             xs.append(x)
         return xs
 
@@ -489,6 +513,13 @@ def parse_args(argv):
         "--rows", type=lambda s: [int(v) for v in s.split(",")], default=list(ROWS)
     )
     p.add_argument("--no-max-autotune", action="store_true")
+    p.add_argument(
+        "--weights",
+        choices=("linear", "kn"),
+        default="linear",
+        help="linear: [N, K], as nn.Linear keeps them (torch multiplies by w.t(), "
+        "the program reads them transposed); kn: [K, N]",
+    )
     return p.parse_args(argv)
 
 

@@ -31,6 +31,10 @@ from mirage_xdsl.ir.builder import new_kernel_graph
 SHAPES = ("2048x8192", "8192x2048", "2048x3072", "2048x2048", "4096x14336")
 STRIPS = (32, 64, 128)
 TILE_BYTES = (16 << 10, 32 << 10)
+TRANSPOSED_STRIPS = (4, 16, 64)
+TRANSPOSED_TILE_BYTES = (8 << 10, 16 << 10)
+"""A transposed weight's columns are contiguous: narrow strips read whole
+lines too."""
 SPLITS = (1, 2, 4, 8)
 
 
@@ -44,11 +48,13 @@ def program(m: int, k: int, n: int, transposed: bool):
     return g.module()
 
 
-def plans(k: int, n: int, elem: int):
+def plans(k: int, n: int, elem: int, transposed: bool = False):
     """Every (strip, chunk, splits) the split-K kernels can take at ``k, n``."""
     from mirage_xdsl.lowering.split_k import SplitK
 
-    for strip, tile, splits in itertools.product(STRIPS, TILE_BYTES, SPLITS):
+    strips = TRANSPOSED_STRIPS if transposed else STRIPS
+    tiles = TRANSPOSED_TILE_BYTES if transposed else TILE_BYTES
+    for strip, tile, splits in itertools.product(strips, tiles, SPLITS):
         if n % strip:
             continue
         k_tile = tile // (strip * elem)
@@ -99,8 +105,8 @@ def sweep(timer, shape: str, m: int, transposed: bool, deadline: float) -> list:
         )
 
     record("torch.matmul", lambda: torch.matmul(x, w.t()))
-    default = plan_split_k(m, n, k, 2, H100)
-    for plan in [None, *plans(k, n, 2)]:
+    default = plan_split_k(m, n, k, 2, H100, k_major=transposed)
+    for plan in [None, *plans(k, n, 2, transposed)]:
         if time.monotonic() > deadline:
             print("stopped: budget", flush=True)
             break

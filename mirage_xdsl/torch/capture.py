@@ -229,7 +229,7 @@ class Converter:
         )
 
     def constant(self, tensor: torch.Tensor) -> SSAValue:
-        """A tensor known at capture (a parameter, a weight transposed once, a
+        """A tensor known at capture (a parameter, sibling weights joined once, a
         selection matrix): a new trailing input of the compute dtype."""
         tensor = tensor.detach().to(torch_dtype(self.dtype)).contiguous()
         self.parameters.append(tensor)
@@ -245,9 +245,10 @@ class Converter:
         return bias is None or (b is not None and tuple(b.shape) == (w.shape[0],))
 
     def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
-        """The parameters' transposes, concatenated once at capture."""
-        tensors = [parameter_of(self, w).t() for w in weights]  # type: ignore[union-attr]
-        return self.constant(torch.cat(tensors, dim=1))
+        """The parameters, concatenated once at capture (``[sum of out, in]``,
+        as ``nn.Linear`` keeps each), read transposed."""
+        tensors = [parameter_of(self, w) for w in weights]
+        return self.graph.transpose(self.constant(torch.cat(tensors, dim=0)), 0, 1)
 
     def transposed(self, node: fx.Node) -> SSAValue:
         """The transpose of a 2-d value (an ``nn.Linear`` weight that is an

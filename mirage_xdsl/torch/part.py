@@ -7,12 +7,12 @@ a view: of a program result, or of a part's input (or a parameter made at
 capture) when the output is that input, unchanged or reshaped.
 
 A linear layer's ``[out, in]`` weight reaches a part as an input (Dynamo lifts
-parameters); a ``kernel.transpose`` of it would copy every weight on every
-call. The part's program takes the ``[in, out]`` transpose as an input of its
-own instead, and :class:`MiragePart` makes that copy once and keeps it while
-the weight is unchanged (same storage, same version counter). Sibling linears
-of one input (q, k and v: ``rules/siblings.py``) share one such input, their
-weights' transposes side by side, so they are one matmul.
+parameters), and the program reads it as it is, transposed by its loads
+(``fold-transposes``): no copy. Sibling linears of one input (q, k and v:
+``rules/siblings.py``) share one input instead, their weights stacked
+(``[sum of out, in]``), so they are one matmul; :class:`MiragePart` makes that
+stack once and keeps it while the weights are unchanged (same storage, same
+version counter).
 """
 
 from __future__ import annotations
@@ -68,10 +68,9 @@ class Part:
     results: tuple[fx.Node, ...]
     """The part's nodes the rest of the graph reads, in output order."""
 
-    transposed: list[tuple[int, ...]]
-    """Per transposed input following the part's inputs as program inputs,
-    the inputs whose transposes it holds side by side (one, or sibling
-    linears' weights)."""
+    stacked: list[tuple[int, ...]]
+    """Per stacked input following the part's inputs as program inputs, the
+    inputs (sibling linears' weights) it holds stacked."""
 
     def computes(self) -> bool:
         """Whether the program does any work beyond moving no data."""
@@ -82,9 +81,9 @@ def convert_graph(
     sub: fx.GraphModule,
 ) -> tuple[Captured, list[Output], list[tuple[int, ...]]]:
     """A self-contained ATen graph as a program, its output plan and the
-    inputs whose transposes the program takes. Its placeholders are the
+    groups of inputs the program takes stacked. Its placeholders are the
     inputs, all of the compute dtype (its first 16-bit float input's, else
-    f32), followed by those transposes; it is named after its content."""
+    f32), followed by those stacks; it is named after its content."""
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
     narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
@@ -112,7 +111,7 @@ def convert_graph(
     _name_by_content(module)
     _, spec = tree_flatten(tuple(range(len(returned))))
     captured = Captured(module, converter.parameters, spec)
-    return captured, plan, converter.transposed_indices
+    return captured, plan, converter.stacked_indices
 
 
 def _argument_output(
@@ -122,22 +121,22 @@ def _argument_output(
     constant made at capture; never a transpose, which only a matmul reads)."""
     if index < inputs:
         return Output("input", index, shape)
-    return Output("constant", index - inputs - len(converter.transposed_indices), shape)
+    return Output("constant", index - inputs - len(converter.stacked_indices), shape)
 
 
 class PartConverter(Converter):
-    """The converter of a part: a 2-d input that is a linear layer's weight
-    also gets its transpose as an input (bound after the part's inputs), and
-    sibling linears of one input (``rules/siblings.py``: q, k and v) get one
-    input holding their weights' transposes side by side."""
+    """The converter of a part: sibling linears of one input
+    (``rules/siblings.py``: q, k and v) get one input holding their weights
+    stacked (bound after the part's inputs), read transposed."""
 
     def bind_inputs(self) -> None:
         super().bind_inputs()
         placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
         self.placeholders = placeholders
-        self.transposes: dict[tuple[fx.Node, ...], SSAValue] = {}
-        self.transposed_indices: list[tuple[int, ...]] = []
-        """Per transposed input, in order: the part inputs it is made of."""
+        self.stacks: dict[tuple[fx.Node, ...], SSAValue] = {}
+        """Per group of sibling weights, its stack read transposed."""
+        self.stacked_indices: list[tuple[int, ...]] = []
+        """Per stacked input, in order: the part inputs it is made of."""
         linears = [n for n in self.fx_graph.nodes if node_is_linear(n)]
         grouped: set[fx.Node] = set()
         for node in linears if fusing_enabled() else []:
@@ -145,21 +144,16 @@ class PartConverter(Converter):
             if len(group) >= 2:
                 grouped.update(group)
                 self._bind([linear_operands(u)[1] for u in group])
-        for node in linears:
-            weight = linear_operands(node)[1]
-            if node not in grouped and weight in placeholders:
-                self._bind([weight])
 
     def _bind(self, weights: list[fx.Node]) -> None:
         key = tuple(weights)
-        if key in self.transposes:
+        if key in self.stacks:
             return
         inner = node_shape(weights[0])[1]
         out = sum(node_shape(w)[0] for w in weights)
-        self.transposes[key] = self.graph.new_input((inner, out), self.dtype)
-        self.transposed_indices.append(
-            tuple(self.placeholders.index(w) for w in weights)
-        )
+        stacked = self.graph.new_input((out, inner), self.dtype)
+        self.stacks[key] = self.graph.transpose(stacked, 0, 1)
+        self.stacked_indices.append(tuple(self.placeholders.index(w) for w in weights))
 
     def joinable(self, weight: Any, bias: Any) -> bool:
         """A weight input, with no bias (a bias input would need joining on
@@ -167,12 +161,7 @@ class PartConverter(Converter):
         return weight in self.placeholders and bias is None
 
     def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
-        return self.transposes[tuple(weights)]
-
-    def transposed(self, node: fx.Node) -> SSAValue:
-        if (node,) in self.transposes:
-            return self.transposes[(node,)]
-        return super().transposed(node)
+        return self.stacks[tuple(weights)]
 
 
 def _name_by_content(module: ModuleOp) -> None:
@@ -224,7 +213,7 @@ class MiragePart(torch.nn.Module):
         self.outputs = part.outputs
         self.output_dtypes = [n.meta["val"].dtype for n in part.results]
         self.constants = part.captured.parameters
-        self.transposed = part.transposed
+        self.stacked = part.stacked
         self.copies: dict[tuple[int, ...], tuple[Any, torch.Tensor]] = {}
         self.name = part.name
         self.fallback = part.graph_module
@@ -280,8 +269,8 @@ class MiragePart(torch.nn.Module):
 
     def arguments(self, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
         """The program's arguments for ``inputs``: in its dtypes, contiguous,
-        with the transposed weights it takes after them."""
-        args = [*inputs, *(self._transpose(inputs, i) for i in self.transposed)]
+        with the stacked sibling weights it takes after them."""
+        args = [*inputs, *(self._stack(inputs, i) for i in self.stacked)]
         return [
             x.to(dtype).contiguous()
             for x, dtype in zip(args, self.input_dtypes, strict=False)
@@ -300,10 +289,10 @@ class MiragePart(torch.nn.Module):
             out.append(y.to(dtype))
         return tuple(out)
 
-    def _transpose(
+    def _stack(
         self, inputs: tuple[torch.Tensor, ...], group: tuple[int, ...]
     ) -> torch.Tensor:
-        """The transposes of the inputs of ``group`` side by side, copied once
+        """The inputs of ``group`` (sibling weights) stacked, copied once
         while they are unchanged."""
         xs = [inputs[i] for i in group]
         key = [
@@ -311,8 +300,8 @@ class MiragePart(torch.nn.Module):
         ]
         kept = self.copies.get(group)
         if kept is None or kept[0] != key:
-            dtype = self.input_dtypes[len(inputs) + self.transposed.index(group)]
-            copy = torch.cat([x.detach().to(dtype).t() for x in xs], dim=1)
+            dtype = self.input_dtypes[len(inputs) + self.stacked.index(group)]
+            copy = torch.cat([x.detach().to(dtype) for x in xs], dim=0)
             kept = (key, copy.contiguous())
             self.copies[group] = kept
         return kept[1]

@@ -303,13 +303,13 @@ def _convert(
     )
     by_name = {n.name: n for n in nodes}
     try:
-        captured, outputs, transposed = convert_graph(sub)
+        captured, outputs, stacked = convert_graph(sub)
     except CaptureError as e:
         node = by_name.get(e.node.name) if e.node is not None else None
         support.refused[node or nodes[0]] = e.reason
         return None
     part = Part(
-        name, nodes, captured, outputs, sub, tuple(inputs), tuple(results), transposed
+        name, nodes, captured, outputs, sub, tuple(inputs), tuple(results), stacked
     )
     kernel_ops = {
         op.name for op in captured.module.walk() if op.name.startswith("kernel.")

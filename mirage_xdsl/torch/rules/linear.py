@@ -15,7 +15,6 @@ from mirage_xdsl.torch.rules.operands import (
     Converter,
     Value,
     check_shape,
-    parameter_of,
     refuse_scalars,
     tensor_operands,
 )
@@ -31,11 +30,14 @@ def matmul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
 
 
 def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
-    """``F.linear`` / ``nn.Linear``: ``x @ W.T + b``. A parameter weight is
-    transposed once, at capture; a weight that is a graph input
-    (``torch.compile`` lifts parameters) as the converter transposes inputs
-    (:meth:`Converter.transposed`). Sibling linears of one input are one
-    matmul, each a slice of it (:mod:`.siblings`)."""
+    """``F.linear`` / ``nn.Linear``: ``x @ W.T + b``. The weight stays as
+    ``nn.Linear`` stores it (``[out, in]``: each output's inputs contiguous,
+    which the skinny products of a decode step read fastest), a parameter
+    passed in as it is (:meth:`Converter.constant`), a graph input
+    (``torch.compile`` lifts parameters) too, and the matmul reads it
+    transposed (:meth:`Converter.transposed`, folded into the loads). Sibling
+    linears of one input are one matmul, each a slice of it
+    (:mod:`.siblings`)."""
     (value,) = tensor_operands(c, node, x)
     if len(node_shape(x)) < 2 or len(node_shape(w)) != 2:
         raise unsupported(node, "a linear of a 1-d input or with a weight not 2-d")
@@ -43,11 +45,7 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
     if part is not None:
         last = len(node_shape(x)) - 1
         return c.graph.slice(part.fused, last, part.start, part.end)
-    weight = parameter_of(c, w)
-    if weight is not None:
-        y = c.graph.matmul(value, c.constant(weight.t()))
-    else:
-        y = c.graph.matmul(value, c.transposed(w))
+    y = c.graph.matmul(value, c.transposed(w))
     return y if b is None else c.graph.add(y, c.value(b))
 
 

@@ -156,9 +156,7 @@ def fusable(c: Converter, node: fx.Node, x: fx.Node) -> bool:
     if not isinstance(w, fx.Node) or len(node_shape(x)) < 2:
         return False
     shape = node_shape(w)
-    return (
-        len(shape) == 2 and shape[1] == node_shape(x)[-1] and c.joinable(w, b)
-    )
+    return len(shape) == 2 and shape[1] == node_shape(x)[-1] and c.joinable(w, b)
 
 
 def elementwise_reach(node: fx.Node) -> set[fx.Node]:
