@@ -170,7 +170,9 @@ def test_decoder_layer_is_searched_by_segments_and_matches_torch():
         # down projection are fused
         assert names.count("kernel.customized") == 5
         assert names.count("kernel.slice") == 3
-        assert len([n for n in names if n != "kernel.customized"]) == 11 + 3
+        # layout ops, the slices, and the five weights' transposes (q/k/v
+        # joined, o, gate, up, down), which the loads take in place
+        assert len([n for n in names if n != "kernel.customized"]) == 11 + 3 + 5
         ref = layer.float()(x.float())
         assert float((fn(x).float() - ref).norm() / ref.norm()) < 5e-3
 

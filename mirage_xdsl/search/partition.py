@@ -10,7 +10,9 @@ between them kept as they are:
 - an op's *layout depth* is the most layout ops on any path from the
   function's arguments to it; the arithmetic ops of one depth form one
   segment, searched as a function of its own, and the layout ops of the next
-  depth follow it, so every value is made before it is read;
+  depth follow it, so every value is made before it is read; a transpose of
+  an argument (an ``nn.Linear`` weight) counts for nothing: the loads of its
+  readers take it in place, and a norm stays with the projection it feeds;
 - a slice or concatenation along the last dim moves elements within rows:
   where the segment it would join is row-local (every op element-wise, a
   row reduction or such a layout op, ``fusion.py``), it counts as an
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
@@ -110,16 +112,24 @@ def _returned(fn: func.FuncOp) -> set[SSAValue]:
     return set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
 
 
+def reads_argument(op: Operation) -> bool:
+    """A transpose of a function argument (an ``nn.Linear`` weight, a key
+    cache): no kernel, since its readers' loads take it in place
+    (``fold-transposes``), so it cuts nothing; it is kept in front of the
+    segments of depth 0."""
+    return isinstance(op, kernel.TransposeOp) and isinstance(op.input, BlockArgument)
+
+
 def layout_depths(
     ops: Sequence[Operation], inside: frozenset[Operation] = frozenset()
 ) -> dict[Operation, int]:
     """Each op's layout depth (a layout op counts itself, unless it is one
-    of ``inside``)."""
+    of ``inside`` or :func:`reads_argument`)."""
     made: dict[SSAValue, int] = {}
     depth: dict[Operation, int] = {}
     for op in ops:
         d = max((made.get(v, 0) for v in op.operands), default=0)
-        d += 1 if is_layout(op, inside) else 0
+        d += 1 if is_layout(op, inside) and not reads_argument(op) else 0
         depth[op] = d
         for r in op.results:
             made[r] = d
