@@ -52,6 +52,7 @@ from mirage_xdsl.lowering.split_k import (
     k_major,
     plan_split_k,
     prologue_of,
+    sibling_of,
     skinny_rows,
     split_k_ops,
 )
@@ -380,11 +381,12 @@ def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
     plan = plan_split_k(rows, n, k, elem_bytes, target, k_major(op.rhs))
     epilogue = epilogue_of(op, EPILOGUE_KINDS)
     prologue = prologue_of(op)
+    sibling = sibling_of(op, epilogue) if plan.splits == 1 else None
     last = epilogue[-1] if epilogue else op
-    new, result = split_k_ops(op, plan, THREADS, epilogue, prologue)
+    new, result = split_k_ops(op, plan, THREADS, epilogue, prologue, sibling)
     Rewriter.insert_op(new, InsertPoint.before(last))
     last.results[0].replace_all_uses_with(result)
-    replaced: list[Operation] = [op, *epilogue]
+    replaced: list[Operation] = [op, *([sibling] if sibling else []), *epilogue]
     for old in reversed(replaced):
         old.detach()
         old.erase()

@@ -174,6 +174,27 @@ def k_major(weight: SSAValue) -> bool:
     )
 
 
+def sibling_of(op: kernel.MatmulOp, epilogue: Sequence[t.TensorOp]):
+    """A matmul of ``op``'s rows by a weight of the same shape, type and
+    layout whose product only one op of ``epilogue`` reads (the up
+    projection of a gated MLP, ``silu(x @ g) * (x @ u)``, for the gate's):
+    one kernel can read both weights' strips and combine the products. None
+    if there is none."""
+    for e in epilogue:
+        for v in e.operands:
+            other = v.owner
+            if (
+                isinstance(other, kernel.MatmulOp)
+                and other is not op
+                and other.lhs == op.lhs
+                and other.rhs.type == op.rhs.type
+                and k_major(other.rhs) == k_major(op.rhs)
+                and len(list(other.result.uses)) == 1
+            ):
+                return other
+    return None
+
+
 def fits_rows(shape: Sequence[int], out: Sequence[int]) -> bool:
     """Whether an epilogue operand of ``shape`` is, like the result ``out``,
     a matrix of its rows (the leading dims of ``out``, or none) by columns."""
@@ -328,19 +349,25 @@ def add_epilogue(
     epilogue: Sequence[t.TensorOp],
     omap: Sequence[int],
     view: View,
+    tiles: dict[SSAValue, SSAValue] | None = None,
 ) -> SSAValue:
     """Apply ``epilogue`` (element-wise ops, each continuing the one before,
     the first ``product``) to ``value``, the block's tile of ``product`` (rows
     and columns last)
     stored by ``omap``; the other operands are read tile by tile, seen with
-    the tile's rank (a broadcast dim of 1 is replicated)."""
+    the tile's rank (a broadcast dim of 1 is replicated), but those of
+    ``tiles`` (a sibling product the block computed: its tile)."""
     rank = len(t.tensor_shape(value))
     previous = product
+    tiles = tiles or {}
     for e in epilogue:
         args = []
         for v in e.operands:
             if v == previous:
                 args.append(value)
+                continue
+            if v in tiles:
+                args.append(tiles[v])
                 continue
             seen = view(v, rank)
             shape = t.tensor_shape(seen)
@@ -362,6 +389,7 @@ def partial_kernel(
     epilogue: Sequence[t.TensorOp],
     view: View,
     prologue: Prologue | None = None,
+    sibling: tuple[SSAValue, SSAValue] | None = None,
 ) -> kernel.CustomizedOp:
     """Block ``(j, s)``: the rows ``x [M, K]`` times column strip ``j`` of
     ``w [K, N]`` over K slice ``s``, stored at rows ``s * M`` of the
@@ -370,7 +398,10 @@ def partial_kernel(
     ``prologue`` (``x`` is then its source), each chunk of ``x`` goes
     through the prologue's chain as it is loaded; unsplit, the block also
     sums the squares of the chunks (all of each row) and divides by the
-    rows' RMS."""
+    rows' RMS. With a ``sibling`` (unsplit only: its weight, of ``w``'s
+    shape, and the product it stands for, which ``epilogue`` reads), the
+    block multiplies the same chunks of ``x`` by strip ``j`` of that weight
+    too."""
     n = t.tensor_shape(w)[-1]
     grid = (n // plan.n_tile, plan.splits, 1)
     bg = new_threadblock_graph(grid, threads, plan.forloop)
@@ -386,15 +417,20 @@ def partial_kernel(
         tx = apply_chain(
             bg, tx, prologue.chain, lambda v: bg.new_input(view(v, 2), xmap, fmap)
         )
-    tw = bg.new_input(w, [1, 0, -1], 0 if loop else -1)
-    product = bg.matmul(tx, tw)
-    value = bg.forloop_accum(product) if loop else product
+    weights = [w] if sibling is None else [w, sibling[0]]
+    values = []
+    for weight in weights:
+        product = bg.matmul(tx, bg.new_input(weight, [1, 0, -1], 0 if loop else -1))
+        values.append(bg.forloop_accum(product) if loop else product)
     omap = [1, 0, -1]
+    value = values[0]
     if plan.splits == 1:
         if squares is not None:  # a prologue's
             k = t.tensor_shape(x)[-1]
-            value = bg.div(value, row_scale(bg, squares, k, prologue.norm))
-        value = add_epilogue(bg, value, matmul_result, epilogue, omap, view)
+            scale = row_scale(bg, squares, k, prologue.norm)
+            values = [bg.div(v, scale) for v in values]
+        tiles = {} if sibling is None else {sibling[1]: values[1]}
+        value = add_epilogue(bg, values[0], matmul_result, epilogue, omap, view, tiles)
     bg.new_output(value, omap)
     return bg.customized_op()
 
@@ -436,14 +472,17 @@ def split_k_ops(
     threads: Sequence[int],
     epilogue: Sequence[t.TensorOp] = (),
     prologue: Prologue | None = None,
+    sibling: kernel.MatmulOp | None = None,
 ) -> tuple[list[Operation], SSAValue]:
     """The kernels (and reshapes: no copies) computing ``op`` followed by
     ``epilogue`` (element-wise ops, each continuing the one before and
     reading nothing else computed from the product), and the value that
     replaces the last of them; with a ``prologue`` (:func:`prologue_of`),
-    ``op``'s rows computed from the prologue's source as they are read. The
-    kernels see every tensor with the rank of their tiles (its leading dims,
-    all 1, dropped or added), so the rows and columns are a plain matrix."""
+    ``op``'s rows computed from the prologue's source as they are read; with
+    a ``sibling`` (:func:`sibling_of`, ``plan`` unsplit), its product
+    computed by the same kernel. The kernels see every tensor with the rank
+    of their tiles (its leading dims, all 1, dropped or added), so the rows
+    and columns are a plain matrix."""
     ops: list[Operation] = []
 
     def view(v: SSAValue, rank: int) -> SSAValue:
@@ -458,7 +497,11 @@ def split_k_ops(
 
     rows = op.lhs if prologue is None else prologue.source
     x, w = view(rows, 2), view(op.rhs, 2)
-    partial = partial_kernel(x, w, op.result, plan, threads, epilogue, view, prologue)
+    assert sibling is None or plan.splits == 1
+    pair = None if sibling is None else (view(sibling.rhs, 2), sibling.result)
+    partial = partial_kernel(
+        x, w, op.result, plan, threads, epilogue, view, prologue, pair
+    )
     ops.append(partial)
     result = partial.results[0]
     if plan.splits > 1:

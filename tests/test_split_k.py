@@ -208,6 +208,59 @@ def test_a_transposed_weight_is_read_in_narrow_strips(
     assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
 
 
+def _gated(rows, k: int, n: int, transposed: bool, norm: bool):
+    """``silu(x @ wg) * (x @ wu)``, the weights ``[N, K]`` read transposed or
+    ``[K, N]``; with ``norm``, ``x`` is ``rms_norm(a) * nw``."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph("gated")
+    x = g.new_input((*rows, k))
+    if norm:
+        x = g.mul(g.rms_norm(x, 1e-5), g.new_input((k,)))
+
+    def weight():
+        return (
+            g.transpose(g.new_input((n, k)), 0, 1)
+            if transposed
+            else g.new_input((k, n))
+        )
+
+    wg, wu = weight(), weight()
+    g.mark_output(g.mul(g.silu(g.matmul(x, wg)), g.matmul(x, wu)))
+    return g.module()
+
+
+GATED = [
+    ((1,), 1024, 256, True, False),  # 64 blocks of 4 columns of both
+    ((8,), 512, 128, True, True),  # 8 blocks of 16, the norm in them too
+    ((1,), 2048, 1024, False, False),  # [K, N]: split, so two pairs
+]
+
+
+@pytest.mark.parametrize("rows, k, n, transposed, norm", GATED)
+def test_a_gated_mlps_two_projections_are_one_kernel_where_unsplit(
+    rows, k, n, transposed, norm
+) -> None:
+    """The gate and up projections of one input read their weights' strips
+    in one kernel, which applies silu and the product; a split plan keeps
+    them apart (each its partial sums and combine)."""
+    module = _gated(rows, k, n, transposed, norm)
+    xs = random_inputs(module, 0)
+    want = interpreter.run(module, xs)
+    DefaultCustomizePass().apply(make_context(), module)
+    module.verify()
+    plan = plan_split_k(int(np.prod(rows)), n, k, 2, H100, k_major=transposed)
+    kernels = [k for k in _customized(module) if k.forloop >= 1]
+    products = [k for k in kernels if "block.matmul" in [o.name for o in k.entry.ops]]
+    assert len(products) == (1 if plan.splits == 1 else 2)
+    if plan.splits == 1:
+        names = [o.name for o in products[0].entry.ops]
+        assert names.count("block.matmul") == 2 and "block.silu" in names
+    assert not [o for o in module.walk() if o.name in ("kernel.matmul", "kernel.mul")]
+    (got,) = interpreter.run(module, xs)
+    assert np.linalg.norm(got - want[0]) <= 1e-5 * np.linalg.norm(want[0])
+
+
 NORMED = [
     ((1,), 4096, 256, "f16", "add"),  # split 32 ways
     ((3,), 4096, 256, "bf16", "mul"),
@@ -345,6 +398,18 @@ def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
     rows = _interpret("file", *map(str, paths))  # one interpreter process
     assert len(rows) == 6  # two rows have the multiply-and-sum form too
     assert not _failures(rows)
+
+
+@needs_triton
+def test_triton_runs_the_gated_kernels(tmp_path: Path) -> None:
+    from mirage_xdsl.ir.printing import module_text
+
+    paths = []
+    for i, case in enumerate(GATED[:2]):
+        paths.append(tmp_path / f"g{i}.mlir")
+        paths[-1].write_text(module_text(_gated(*case)))
+    rows = _interpret("file", *map(str, paths))
+    assert len(rows) >= 2 and not _failures(rows)
 
 
 @needs_triton
