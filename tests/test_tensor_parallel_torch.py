@@ -57,12 +57,11 @@ def test_each_shard_holds_its_heads() -> None:
     module, xs, placements = attention_case()
     tp = tensor_parallel(module, 2, xs, placements)
     assert tp.program.outputs == (REPLICATE, Shard(1), Shard(1))
-    # q, k and v are captured as one matmul: rank 1 reads its pieces joined
+    # q, k and v are captured as one matmul: rank 1 reads its pieces of the
+    # weights ([out, in], as nn.Linear keeps them) stacked
     joined = tp.parameters[1][0]
-    pieces = [
-        getattr(module, f"{n}_proj").weight.detach().chunk(2)[1].t() for n in "qkv"
-    ]
-    assert torch.equal(joined, torch.cat(pieces, 1))
+    pieces = [getattr(module, f"{n}_proj").weight.detach().chunk(2)[1] for n in "qkv"]
+    assert torch.equal(joined, torch.cat(pieces, 0))
 
 
 class BiasedMLP(nn.Module):
