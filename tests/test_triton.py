@@ -196,8 +196,8 @@ def test_interpreted_kernels_match_ours_on_every_workload(
 
 @needs_triton
 def test_interpreted_random_ugraphs_match_ours() -> None:
-    rows = _interpret("random", "25", "100")
-    assert len({r["case"] for r in rows}) == 25
+    rows = _interpret("random", "12", "100")
+    assert len({r["case"] for r in rows}) == 12
     assert not _failures(rows)
 
 
