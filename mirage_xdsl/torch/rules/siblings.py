@@ -10,10 +10,10 @@ along the last dim: a contiguous range of its buffer at one token, which the
 lowering reads in place (``lowering/aliases.py``).
 
 The *siblings* of an ``aten.linear`` are the ``aten.linear`` ops whose input
-is the same node, whose weights are module parameters (transposed once at
-capture, so concatenating them copies nothing at run time; or, in a part of
-a ``torch.compile`` graph, weight inputs, whose joined transpose the part
-takes as an input of its own and copies once) of the same ``in_features``,
+is the same node, whose weights are module parameters (stacked once, at
+capture; or, in a part of a ``torch.compile`` graph, weight inputs, whose
+stack the part takes as an input of its own and makes once) of the same
+``in_features``,
 and whose biases are all None or all parameters. They are fused when at
 least two remain after this test:
 
