@@ -46,12 +46,12 @@ from mirage_xdsl.gpu_target import H100, Target
 from mirage_xdsl.ir.builder import BlockGraph, lift, new_threadblock_graph
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.aliases import is_alias
+from mirage_xdsl.lowering.norm_prologue import prologue_of
 from mirage_xdsl.lowering.split_k import (
     blocks_to_aim_for,
     epilogue_of,
     k_major,
     plan_split_k,
-    prologue_of,
     sibling_of,
     skinny_rows,
     split_k_ops,

@@ -1,4 +1,5 @@
-"""The default partition of skinny matmuls (``lowering/split_k.py``): plans for
+"""The default partition of skinny matmuls (``lowering/split_k.py``, with
+``lowering/norm_prologue.py``): plans for
 the decode projections, the kernels default-customize builds (split over K,
 residual fused), and what they compute, by our interpreter, by Triton's CPU
 interpreter and compiled to sm_90 cubin."""
@@ -18,9 +19,9 @@ from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+from mirage_xdsl.lowering.norm_prologue import ROW_TILE
 from mirage_xdsl.lowering.split_k import (
     K_MAJOR_TILE_BYTES,
-    ROW_TILE,
     WEIGHT_TILE_BYTES,
     plan_split_k,
 )

@@ -114,9 +114,9 @@ def _returned(fn: func.FuncOp) -> set[SSAValue]:
 
 def reads_argument(op: Operation) -> bool:
     """A transpose of a function argument (an ``nn.Linear`` weight, a key
-    cache): no kernel, since its readers' loads take it in place
-    (``fold-transposes``), so it cuts nothing; it is kept in front of the
-    segments of depth 0."""
+    cache): the Triton backend launches no kernel for it, its readers' loads
+    take it in place (``fold-transposes``), so it cuts nothing; it is kept in
+    front of the segments of depth 0."""
     return isinstance(op, kernel.TransposeOp) and isinstance(op.input, BlockArgument)
 
 
