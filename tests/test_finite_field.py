@@ -385,3 +385,14 @@ def test_torch_row_maximum_is_bit_identical_to_numpy() -> None:
     a = _outputs(module, ff.NUMPY, False)
     b = _outputs(module, torch_arith.TorchArithmetic("cpu"), False)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_matmod_keeps_a_batch_axis_both_operands_broadcast() -> None:
+    """``x @ x`` where ``x`` repeats one matrix along a batch axis (a zero
+    stride, as a block's replicated input is): the product repeats too, with
+    the batch axis whole (fuzz seed field/2580)."""
+    one = np.arange(4.0).reshape(1, 2, 2)
+    x = np.broadcast_to(one, (3, 2, 2))
+    got = ff.matmod(x, x, 7)
+    assert got.shape == (3, 2, 2)
+    np.testing.assert_array_equal(got, np.broadcast_to(np.mod(one @ one, 7), (3, 2, 2)))

@@ -354,9 +354,14 @@ def _fold_broadcasts(
 
 def matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
     """Batched ``a @ b mod m`` (last two axes), exact for any contraction length."""
-    a, b = _compact(np.asarray(a, np.float64)), _compact(np.asarray(b, np.float64))
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a, b = _compact(a), _compact(b)
     a, b, restore = _fold_broadcasts(a, b)
-    return restore(_matmod(a, b, m))
+    out = restore(_matmod(a, b, m))
+    # a batch axis both operands broadcast was compacted in both: so is the
+    # product, which is the same along it
+    return np.broadcast_to(out, (*batch, *out.shape[-2:]))
 
 
 def _matmod(a: np.ndarray, b: np.ndarray, m: int) -> np.ndarray:
