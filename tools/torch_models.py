@@ -34,8 +34,10 @@ search, two torch compilations, timing). Writes ``torch_models.json`` and
 searches timed, with its time and cost, which ``python
 tools/calibrate_cost_model.py torch_models_programs.json`` fits the cost
 model to. ``--profile`` adds each method's kernels per call (plain calls
-under ``torch.profiler``, L2 flushed before each): the sum of their times
-beside the graph-timed figure shows what launch gaps and overlap make of it.
+under ``torch.profiler``, L2 flushed before each), beside the graph-timed
+figure; a kernel launched early under programmatic launch counts the time
+it waits for the one before, so mirage's kernels can sum to more than its
+call takes.
 """
 
 from __future__ import annotations
@@ -279,7 +281,7 @@ def run_model(name: str, budget: float, tbps: float, profile: bool = False) -> d
         row["segments"] = segments(found)
         row["timed_programs"] = timed_programs(found, name, inputs[0].shape[0])
         calls = {"mirage": lambda: found(*inputs), **baselines(model, inputs)}
-        row["us"] = {name: time_us(call) for name, call in calls.items()}
+        row["us"] = {method: time_us(call) for method, call in calls.items()}
         row["floor_us"] = layer_bytes(model, inputs, out) / (tbps * 1e12) * 1e6
         if profile:
             row["profile"] = profiles(calls)

@@ -2,10 +2,10 @@
 
 The call is made plainly (not in a CUDA graph), an L2 flush before each, so
 every kernel reads its operands from memory as it does in a timed call; the
-flushes are left out of the figures. Launch gaps are not counted: the sum of
-the kernels' times is what the call would take with none, and its distance
-from the graph-timed figure is what the gaps and the overlap of kernels
-(programmatic launch) make of it.
+flushes are left out of the figures. Launch gaps are not counted; a kernel
+launched early under programmatic dependent launch counts the time it waits
+for the one before, so overlapping kernels can sum to more than the call
+takes in a CUDA graph.
 """
 
 from __future__ import annotations
