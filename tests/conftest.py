@@ -31,20 +31,6 @@ def pytest_unconfigure(config) -> None:
 DOC_EXAMPLE = re.compile(r"::test_doc_example\[(?P<page>[^\]:]+\.md):\d+\]$")
 
 
-LONG_FIRST = ("tests/test_filecheck.py", "tests/test_docs.py")
-"""Files whose tests run longest in one piece (the lit suite; documentation
-pages, each a chain of examples on one worker): collected first, so no worker
-starts one of them while the others have run out of work."""
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    def rank(item) -> int:
-        path = item.nodeid.split("::")[0]
-        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
-
-    items.sort(key=rank)  # stable: the order within each file is kept
-
-
 def pytest_xdist_make_scheduler(config, log):
     """Tests go to workers one by one, except a documentation page's examples,
     which go together: they share one namespace (``tests/test_docs.py``), so on

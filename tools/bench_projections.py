@@ -212,7 +212,7 @@ def _wanted(args, name: str, group: str) -> bool:
 
 def cases(args) -> list[Case]:
     out = []
-    linear = getattr(args, "weights", "kn") == "linear"
+    linear = args.weights == "linear"
 
     def weight(k: int, n: int) -> list[int]:
         return [n, k] if linear else [k, n]

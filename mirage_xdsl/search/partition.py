@@ -50,13 +50,14 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.regions import outside_operands
 from mirage_xdsl.search.fusion import ROW_LAYOUT_KINDS, row_fused
 from mirage_xdsl.search.optimizer import optimize
+from mirage_xdsl.search.prologue import reads_argument
 from mirage_xdsl.search.ugraph import from_function
 
 
@@ -112,19 +113,12 @@ def _returned(fn: func.FuncOp) -> set[SSAValue]:
     return set(fn.body.block.last_op.operands)  # type: ignore[union-attr]
 
 
-def reads_argument(op: Operation) -> bool:
-    """A transpose of a function argument (an ``nn.Linear`` weight, a key
-    cache): the Triton backend launches no kernel for it, its readers' loads
-    take it in place (``fold-transposes``), so it cuts nothing; it is kept in
-    front of the segments of depth 0."""
-    return isinstance(op, kernel.TransposeOp) and isinstance(op.input, BlockArgument)
-
-
 def layout_depths(
     ops: Sequence[Operation], inside: frozenset[Operation] = frozenset()
 ) -> dict[Operation, int]:
     """Each op's layout depth (a layout op counts itself, unless it is one
-    of ``inside`` or :func:`reads_argument`)."""
+    of ``inside`` or a transpose of an argument, ``prologue.reads_argument``:
+    that cuts nothing, and is kept in front of the segments of depth 0)."""
     made: dict[SSAValue, int] = {}
     depth: dict[Operation, int] = {}
     for op in ops:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
@@ -35,13 +35,20 @@ class Prologue:
         return ",".join(f"{i}:{a}-{b}" for i, (a, b), _ in self.transposes)
 
 
+def reads_argument(op: object) -> TypeGuard[kernel.TransposeOp]:
+    """A transpose of a function argument (an ``nn.Linear`` weight, a key
+    cache): the Triton backend launches no kernel for it, its readers' loads
+    take it in place (``fold-transposes``)."""
+    return isinstance(op, kernel.TransposeOp) and isinstance(op.input, BlockArgument)
+
+
 def prologue_of(inputs: Sequence[SSAValue]) -> Prologue | None:
     """The transposes of program inputs among a segment's ``inputs`` (the
     program's values its arguments hold), or None if there are none."""
     found = []
     for i, value in enumerate(inputs):
         op = value.owner
-        if isinstance(op, kernel.TransposeOp) and isinstance(op.input, BlockArgument):
+        if reads_argument(op):
             found.append((i, op.dims, op.input.type))
     return Prologue(tuple(found)) if found else None
 

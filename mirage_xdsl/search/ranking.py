@@ -115,16 +115,16 @@ def pick(
         for c in verified(program, ranked, want, options, report, deadline)
     ]
     report.phases["verify"] = time.monotonic() - started
-    pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is not None:
-        started = time.monotonic()
         chosen = each_kernel_count_first(chosen)
-        pool = [(input_cost, input_graph), *defaults, *chosen]
-        always = 1 + len(defaults) + min(ALWAYS_TIMED, len(chosen))
-        best = measured_pick(pool, measure, report, deadline, always, 1 + len(defaults))
-        report.phases["measure"] = time.monotonic() - started
-        return best
-    return min(pool, key=lambda x: (x[0], x[1].kernels))
+    pool = [(input_cost, input_graph), *defaults, *chosen]
+    if measure is None:
+        return min(pool, key=lambda x: (x[0], x[1].kernels))
+    started = time.monotonic()
+    always = 1 + len(defaults) + min(ALWAYS_TIMED, len(chosen))
+    best = measured_pick(pool, measure, report, deadline, always, 1 + len(defaults))
+    report.phases["measure"] = time.monotonic() - started
+    return best
 
 
 def default_builds(input_graph: UGraph, options: SearchOptions) -> list[Candidate]:
