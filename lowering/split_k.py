@@ -62,16 +62,18 @@ WEIGHT_TILE_BYTES = 16 * 1024
 """Bytes of weight one block loads per for-loop iteration."""
 COMBINE_TILE = 4096
 """Most elements the combine kernel sums per block."""
-K_MAJOR_STRIPS = ((2, 4), (SKINNY_ROWS, 16))
+K_MAJOR_STRIPS = ((1, 1, 2 * 1024), (2, 4, 8 * 1024), (SKINNY_ROWS, 16, 8 * 1024))
 """Columns of the product a block owns where the weight is read transposed
 (an ``nn.Linear`` weight, ``[N, K]``: each column's ``K`` values contiguous),
-by the most rows each applies to: every block's loads are whole lines
-however narrow its strip, and narrow strips make many small blocks, whose
-loads are all in flight at once. One or two rows take 4 columns (their
+and bytes of it the block loads per for-loop iteration, by the most rows each
+applies to: every block's loads are whole lines however narrow its strip,
+and narrow strips make many small blocks, whose loads are all in flight at
+once. One row takes single columns in 2 KB chunks (its terms are kept
+``N x K``, ``triton_matmul.column_terms``), two rows 4 columns (their
 multiply-and-sum forms keep ``rows x 4 x k_tile`` terms), more take 16 (the
-least a ``tl.dot`` tile has)."""
-K_MAJOR_TILE_BYTES = 8 * 1024
-"""Bytes of a transposed weight one block loads per for-loop iteration."""
+least a ``tl.dot`` tile has). On an H100 at one row, single columns in 2 KB
+chunks read 8192 -> 2048 in 14.3 µs and 2048 -> 16384 in 24.7, where 4
+columns in 8 KB chunks took 15.3 and 26.3."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,15 @@ def plan_split_k(
     A weight stored ``[K, N]`` gets 64-column strips (one 128-byte line per
     weight row) and 16 KB chunks, enough blocks for about two per SM. A
     ``k_major`` one (stored ``[N, K]``, read transposed) gets the narrow
-    strips of :data:`K_MAJOR_STRIPS` and 8 KB chunks, enough blocks for one
+    strips and chunks of :data:`K_MAJOR_STRIPS`, enough blocks for one
     per SM: its strips are many already. Either is split over ``K`` only when
     that reads the weight sooner by more than the combine kernel's launch
     costs."""
     if k_major:
-        width = next(c for most, c in K_MAJOR_STRIPS if rows <= most)
-        widths, tile_bytes = (width, 16, 1), K_MAJOR_TILE_BYTES
+        width, tile_bytes = next(
+            (c, b) for most, c, b in K_MAJOR_STRIPS if rows <= most
+        )
+        widths = (width, 16, 1)
         aim = blocks_to_aim_for(target) // 2
     else:
         widths, tile_bytes = COLUMN_TILES, WEIGHT_TILE_BYTES

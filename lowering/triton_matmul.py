@@ -86,23 +86,36 @@ class MatmulPrinter(AccumPrinter):
         """A 2-d matmul (form ``defer``) summed over the for-loop: its
         accumulator holds the ``M × K × N`` product terms, each iteration adds
         the new ones (no sum across threads inside the loop) and the sum over
-        K is taken once, after it."""
+        K is taken once, after it. One row by a weight read transposed keeps
+        them as ``N × K``, the weight's own order (:func:`column_terms`)."""
         a = self.dot_operand(self.values[op.lhs], 1, Phase.LOOP)
         b = self.dot_operand(self.values[op.rhs], 0, Phase.LOOP)
         m, k, n = a.padded[0], a.padded[1], b.padded[1]
         terms = self.fresh("terms")
-        self.emit(
-            Phase.INVARIANT,
-            f"{terms} = tl.zeros({shape_str((m, k, n))}, dtype=tl.float32)  "
-            f"# {accum.name} none, of {op.name} terms",
-        )
-        self.emit(
-            Phase.LOOP,
-            f"{terms} += tl.expand_dims({a.f32}, 2) * tl.expand_dims({b.f32}, 0)"
-            f"  # {op.name}, summed over K after the loop",
-        )
         acc = self.fresh("acc")
-        self.emit(Phase.POST, f"{acc} = tl.sum({terms}, axis=1)")
+        note = f"# {accum.name} none, of {op.name} terms"
+        if column_terms(op, m):
+            self.emit(
+                Phase.INVARIANT,
+                f"{terms} = tl.zeros({shape_str((n, k))}, dtype=tl.float32)  {note}",
+            )
+            self.emit(
+                Phase.LOOP,
+                f"{terms} += tl.permute({b.f32}, (1, 0)) * {a.f32}"
+                f"  # {op.name}, one row: summed over K after the loop",
+            )
+            self.emit(Phase.POST, f"{acc} = tl.expand_dims(tl.sum({terms}, axis=1), 0)")
+        else:
+            self.emit(
+                Phase.INVARIANT,
+                f"{terms} = tl.zeros({shape_str((m, k, n))}, dtype=tl.float32)  {note}",
+            )
+            self.emit(
+                Phase.LOOP,
+                f"{terms} += tl.expand_dims({a.f32}, 2) * tl.expand_dims({b.f32}, 0)"
+                f"  # {op.name}, summed over K after the loop",
+            )
+            self.emit(Phase.POST, f"{acc} = tl.sum({terms}, axis=1)")
         padding = Padding.zero_if(a.clean and b.clean)
         value = Value(
             name=acc,
@@ -114,6 +127,20 @@ class MatmulPrinter(AccumPrinter):
         self.values[accum.result] = self.to_shape(
             value, self.tile_of(accum), Phase.POST
         )
+
+
+def column_terms(op: block.MatmulOp, rows: int) -> bool:
+    """Whether a deferred product of one row keeps its terms ``N × K``: its
+    weight tile is a transposed load (each column's ``K`` values contiguous,
+    loaded so and permuted in registers), whose own order this is. Each
+    column's terms then sum along the dim its threads hold contiguously, and
+    the one row broadcasts along ``N``; ``M × K × N`` terms of a single row
+    lay the tile out across threads far worse (one row by an ``[N, K]``
+    weight: 17.0 µs for 8192 → 2048 on an H100, 14.3 µs as ``N × K``)."""
+    load = op.rhs.owner
+    return (
+        rows == 1 and isinstance(load, block.InputOp) and load.swapped_dims is not None
+    )
 
 
 def batched_dot_operands(a: Value, b: Value, xa: str, xb: str) -> tuple[str, str]:

@@ -21,7 +21,6 @@ from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
 from mirage_xdsl.lowering.norm_prologue import ROW_TILE
 from mirage_xdsl.lowering.split_k import (
-    K_MAJOR_TILE_BYTES,
     WEIGHT_TILE_BYTES,
     plan_split_k,
 )
@@ -59,16 +58,15 @@ def test_plans_read_whole_lines_and_split_where_strips_are_too_few(
 
 @pytest.mark.parametrize("rows", [1, 2, 8, 16])
 @pytest.mark.parametrize("k, n", PROJECTIONS)
-def test_a_transposed_weight_gets_narrow_strips_of_8_kb_chunks(
-    k: int, n: int, rows: int
-) -> None:
+def test_a_transposed_weight_gets_narrow_strips(k: int, n: int, rows: int) -> None:
     """An ``nn.Linear`` weight, ``[N, K]``, read transposed: its columns are
-    contiguous, so a block owns 4 of them at one or two rows (16 at more,
-    a ``tl.dot`` tile) and loads 8 KB of them per iteration; a split only
-    where the strips give fewer blocks than the GPU has SMs (about)."""
+    contiguous, so a block owns one of them in 2 KB chunks at one row, 4 in
+    8 KB chunks at two (16 at more, a ``tl.dot`` tile); a split only where
+    the strips give fewer blocks than the GPU has SMs (about)."""
     plan = plan_split_k(rows, n, k, 2, H100, k_major=True)
-    assert plan.n_tile == (4 if rows <= 2 else 16)
-    assert plan.k_tile * plan.n_tile * 2 == K_MAJOR_TILE_BYTES
+    width, tile = {1: (1, 2048), 2: (4, 8192)}.get(rows, (16, 8192))
+    assert plan.n_tile == width
+    assert plan.k_tile * plan.n_tile * 2 == min(tile, k * width * 2)
     assert plan.splits * plan.forloop * plan.k_tile == k
     assert (plan.splits > 1) == (n // plan.n_tile < 128)
 
@@ -184,7 +182,7 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
 
 
 TRANSPOSED = [
-    ((1,), 1024, 512, "add", False, (128, 1, 1)),  # 4 columns a block
+    ((1,), 1024, 512, "add", False, (512, 1, 1)),  # 1 column a block
     ((8,), 2048, 256, "mul", False, (16, 8, 1)),  # 16 columns, split 8 ways
     ((1, 2), 512, 64, "none", True, (16, 1, 1)),  # the norm in its kernel
 ]
@@ -514,3 +512,23 @@ def test_the_search_forms_combine_loop_is_unrolled_and_its_dot_loop_is_not() -> 
     assert "for it in tl.static_range(0, 4):" in combine
     assert unrolled(4, False, 256) and not unrolled(4, True, 256)
     assert not unrolled(4, False, UNROLL_ELEMENTS // 2) and not unrolled(1, False, 1)
+
+
+def test_one_row_by_a_transposed_weight_keeps_its_terms_column_by_column() -> None:
+    """At one row the ``defer`` form of an ``[N, K]`` weight's product keeps
+    ``N x K`` terms, the weight tile's own order, and sums each column's
+    once after the loop; at two rows it keeps ``M x K x N``."""
+    from mirage_xdsl.lowering.triton import generate_triton
+
+    def defer_kernel(rows: tuple[int, ...]) -> str:
+        text = _program(rows, 4096, 512, "f16", "add", transposed=True)
+        source = generate_triton(parse(make_context(), text, "linear.mlir")).source
+        start = source.index("_defer(")
+        end = source.find("@triton.jit", start)
+        return source[start : end if end > 0 else len(source)]
+
+    one = defer_kernel((1,))
+    assert "tl.zeros([1, 1024], dtype=tl.float32)" in one  # 1 column, 2 KB
+    assert "tl.expand_dims(tl.sum(terms" in one and ", axis=1), 0)" in one
+    two = defer_kernel((2,))
+    assert "tl.zeros([2, 1024, 4], dtype=tl.float32)" in two
