@@ -72,8 +72,8 @@ once. One row takes single columns in 2 KB chunks (its terms are kept
 ``N x K``, ``triton_matmul.column_terms``), two rows 4 columns (their
 multiply-and-sum forms keep ``rows x 4 x k_tile`` terms), more take 16 (the
 least a ``tl.dot`` tile has). On an H100 at one row, single columns in 2 KB
-chunks read 8192 -> 2048 in 14.3 µs and 2048 -> 16384 in 24.7, where 4
-columns in 8 KB chunks took 15.3 and 26.3."""
+chunks read 8192 -> 2048 in 14.1 µs and 2048 -> 16384 in 24.8, where 4
+columns in 8 KB chunks took 15.2 and 26.4 (``tools/bench_projections.py``)."""
 
 
 @dataclass(frozen=True)
