@@ -33,10 +33,10 @@ def test_row_wise_programs_capture(name: str) -> None:
 
 
 def test_dry_run_builds_the_default_kernels(capsys) -> None:
-    # nn.Linear's [N, K] weight: 4-column strips, unsplit; a [K, N] one:
+    # nn.Linear's [N, K] weight at one row: 1-column strips, unsplit; a [K, N] one:
     # 64-column strips, split 8 ways, then the combine
     assert bp.main(["--dry-run", "--only", "8192x2048", "--rows", "1"]) == 0
-    assert "8192x2048 rows 1: 1 kernels [[512, 1, 1]]" in capsys.readouterr().out
+    assert "8192x2048 rows 1: 1 kernels [[2048, 1, 1]]" in capsys.readouterr().out
     argv = ["--dry-run", "--only", "8192x2048", "--rows", "1", "--weights", "kn"]
     assert bp.main(argv) == 0
     assert (
