@@ -54,7 +54,7 @@ class MatmulPrinter(AccumPrinter):
         # a ``defer`` matmul the plan could not defer (its product is the
         # same every iteration) is summed where it is computed, as ``fma``
         if op.attributes.get(MATMUL_ATTR) in (StringAttr("fma"), StringAttr("defer")):
-            expr = (
+            expr = one_row_product(op, a, b, natural) or (
                 f"tl.sum(tl.expand_dims({a.f32}, {rank}) * "
                 f"tl.expand_dims({b.f32}, {rank - 2}), axis={rank - 1})"
             )
@@ -127,6 +127,25 @@ class MatmulPrinter(AccumPrinter):
         self.values[accum.result] = self.to_shape(
             value, self.tile_of(accum), Phase.POST
         )
+
+
+def one_row_product(
+    op: block.MatmulOp, a: Value, b: Value, natural: tuple[int, ...]
+) -> str | None:
+    """A multiply-and-sum of one row (every batch dim 1) by ``b`` as 2-d
+    terms: ``N × K`` where ``b`` is a transposed load (:func:`column_terms`,
+    summed along its rows), else ``K × N`` with the row as a column (summed
+    along its columns). None for any other product."""
+    if a.padded[-2] != 1 or prod(a.padded[:-2]) != 1 or prod(b.padded[:-2]) != 1:
+        return None
+    k, n = b.padded[-2:]
+    row = a.f32 if len(a.padded) == 2 else f"tl.reshape({a.f32}, (1, {k}))"
+    mat = b.f32 if len(b.padded) == 2 else f"tl.reshape({b.f32}, ({k}, {n}))"
+    if column_terms(op, 1):
+        summed = f"tl.sum(tl.permute({mat}, (1, 0)) * {row}, axis=1)"
+    else:
+        summed = f"tl.sum({mat} * tl.permute({row}, (1, 0)), axis=0)"
+    return f"tl.reshape({summed}, {shape_str(natural)})"
 
 
 def column_terms(op: block.MatmulOp, rows: int) -> bool:
