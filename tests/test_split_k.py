@@ -532,3 +532,20 @@ def test_one_row_by_a_transposed_weight_keeps_its_terms_column_by_column() -> No
     assert "tl.expand_dims(tl.sum(terms" in one and ", axis=1), 0)" in one
     two = defer_kernel((2,))
     assert "tl.zeros([2, 1024, 4], dtype=tl.float32)" in two
+
+
+@pytest.mark.parametrize("transposed", [True, False])
+def test_one_row_multiply_and_sum_keeps_two_dimensional_terms(transposed) -> None:
+    """The ``fma`` form of one row sums 2-d terms: ``N x K`` of a transposed
+    weight tile (summed along its rows), ``K x N`` with the row as a column
+    otherwise; never the ``M x K x N`` broadcast."""
+    from mirage_xdsl.lowering.triton import generate_triton
+
+    text = _program((1,), 4096, 512, "f16", "add", transposed=transposed)
+    source = generate_triton(parse(make_context(), text, "linear.mlir")).source
+    start = source.index("_fma(")
+    end = source.find("@triton.jit", start)
+    fma = source[start : end if end > 0 else len(source)]
+    assert "tl.expand_dims" not in fma.split("# block.matmul")[0].splitlines()[-1]
+    assert ("axis=1)" if transposed else "axis=0)") in fma
+    assert "* tl.permute(" in fma or "(1, 0)) *" in fma
