@@ -8,6 +8,8 @@ reshaped to one 2-d dot when the right operand has a single batch, else to
 plain accumulator adds into it (``triton_plan.fused_accums``); one marked
 ``fma`` multiplies and ``tl.sum`` instead, and one marked ``defer`` adds its
 product terms into its accumulator and sums over K after the loop.
+Either keeps 2-d terms for a product of one row (:func:`one_row_product`,
+:func:`column_terms`).
 """
 
 from __future__ import annotations
