@@ -6,6 +6,7 @@ a module into the best verified µGraph found; see ``docs/search.md``.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -204,9 +205,41 @@ class _Segment:
             _record(stage.report, log, reports)
             found.append(stage.function)
             total += _time_of(stage.report)
-        if total >= _time_of(outcome.report):
+        best = _time_of(outcome.report)
+        if total >= best:
             return outcome.function
-        return stitch(fn, stages, found)
+        stitched = stitch(fn, stages, found)
+        together = self._timed(stitched, prologue)
+        if together is None:
+            return stitched
+        if log is not None:
+            print(
+                f"superoptimize @{fn.sym_name.data}: its stages timed as one "
+                f"program: {together * 1e6:.1f} us ({total * 1e6:.1f} us apart), "
+                f"the segment's own pick {best * 1e6:.1f} us",
+                file=log,
+            )
+        return stitched if together < best else outcome.function
+
+    def _timed(self, fn: func.FuncOp, prologue: Prologue | None) -> float | None:
+        """Seconds per call of ``fn`` timed as one program behind
+        ``prologue``, as the segment's input was: stages timed apart each
+        pay a launch and a cold start the program may overlap or not, so
+        their sum only estimates it, and two stages of a near tie (a norm
+        kernel before a projection that could have read the norm itself)
+        must not win on it. None where the search does not measure, or the
+        device's figure cannot be trusted."""
+        if self.measure is None:
+            return None
+        measure = (
+            self.measure
+            if prologue is None
+            else ProloguedMeasure(self.measure, prologue)
+        )
+        seconds = measure(ModuleOp([fn.clone()]))
+        if getattr(measure, "fallback", "") or not 0.0 < seconds < math.inf:
+            return None
+        return seconds
 
     def _search(
         self,
