@@ -209,7 +209,7 @@ class _Segment:
         if total >= best:
             return outcome.function
         stitched = stitch(fn, stages, found)
-        together = self._timed(stitched, prologue)
+        together = self._timed(stitched, prologue) if time.monotonic() < end else None
         if together is None:
             return stitched
         if log is not None:
@@ -228,7 +228,8 @@ class _Segment:
         their sum only estimates it, and two stages of a near tie (a norm
         kernel before a projection that could have read the norm itself)
         must not win on it. None where the search does not measure, or the
-        device's figure cannot be trusted."""
+        device's figure cannot be trusted (and, by the caller, where the
+        segment's share is spent)."""
         if self.measure is None:
             return None
         measure = (
