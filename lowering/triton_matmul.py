@@ -95,29 +95,24 @@ class MatmulPrinter(AccumPrinter):
         m, k, n = a.padded[0], a.padded[1], b.padded[1]
         terms = self.fresh("terms")
         acc = self.fresh("acc")
-        note = f"# {accum.name} none, of {op.name} terms"
         if column_terms(op, m):
-            self.emit(
-                Phase.INVARIANT,
-                f"{terms} = tl.zeros({shape_str((n, k))}, dtype=tl.float32)  {note}",
-            )
-            self.emit(
-                Phase.LOOP,
-                f"{terms} += tl.permute({b.f32}, (1, 0)) * {a.f32}"
-                f"  # {op.name}, one row: summed over K after the loop",
-            )
-            self.emit(Phase.POST, f"{acc} = tl.expand_dims(tl.sum({terms}, axis=1), 0)")
+            shape = (n, k)
+            product = f"tl.permute({b.f32}, (1, 0)) * {a.f32}"
+            summed = f"tl.expand_dims(tl.sum({terms}, axis=1), 0)"
         else:
-            self.emit(
-                Phase.INVARIANT,
-                f"{terms} = tl.zeros({shape_str((m, k, n))}, dtype=tl.float32)  {note}",
-            )
-            self.emit(
-                Phase.LOOP,
-                f"{terms} += tl.expand_dims({a.f32}, 2) * tl.expand_dims({b.f32}, 0)"
-                f"  # {op.name}, summed over K after the loop",
-            )
-            self.emit(Phase.POST, f"{acc} = tl.sum({terms}, axis=1)")
+            shape = (m, k, n)
+            product = f"tl.expand_dims({a.f32}, 2) * tl.expand_dims({b.f32}, 0)"
+            summed = f"tl.sum({terms}, axis=1)"
+        self.emit(
+            Phase.INVARIANT,
+            f"{terms} = tl.zeros({shape_str(shape)}, dtype=tl.float32)  "
+            f"# {accum.name} none, of {op.name} terms",
+        )
+        self.emit(
+            Phase.LOOP,
+            f"{terms} += {product}  # {op.name}, summed over K after the loop",
+        )
+        self.emit(Phase.POST, f"{acc} = {summed}")
         padding = Padding.zero_if(a.clean and b.clean)
         value = Value(
             name=acc,
