@@ -230,17 +230,21 @@ class _Segment:
         must not win on it. None where the search does not measure, or the
         device's figure cannot be trusted (and, by the caller, where the
         segment's share is spent)."""
-        if self.measure is None:
+        measure = self._measure_behind(prologue)
+        if measure is None:
             return None
-        measure = (
-            self.measure
-            if prologue is None
-            else ProloguedMeasure(self.measure, prologue)
-        )
         seconds = measure(ModuleOp([fn.clone()]))
         if getattr(measure, "fallback", "") or not 0.0 < seconds < math.inf:
             return None
         return seconds
+
+    def _measure_behind(self, prologue: Prologue | None):
+        """The search's measure, timing each module behind ``prologue`` (the
+        transposes of program inputs in front of the segment); None where
+        the search does not measure."""
+        if self.measure is None or prologue is None:
+            return self.measure
+        return ProloguedMeasure(self.measure, prologue)
 
     def _search(
         self,
@@ -249,9 +253,7 @@ class _Segment:
         progress: Progress,
         prologue: Prologue | None = None,
     ):
-        measure = self.measure
-        if measure is not None and prologue is not None:
-            measure = ProloguedMeasure(measure, prologue)
+        measure = self._measure_behind(prologue)
         progress.stage = (
             f"segment {self.index + 1}/{self.count} @{fn.sym_name.data} "
             f"({budget:.1f} s, {self.shares.weights[self.index]:.0%} of the budget)"
