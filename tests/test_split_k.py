@@ -514,23 +514,26 @@ def test_the_search_forms_combine_loop_is_unrolled_and_its_dot_loop_is_not() -> 
     assert not unrolled(4, False, UNROLL_ELEMENTS // 2) and not unrolled(1, False, 1)
 
 
+def _printed_form(rows: tuple[int, ...], transposed: bool, form: str) -> str:
+    """The ``form`` kernel (``defer``, ``fma``) Triton source of a projection
+    of ``rows`` with a residual add, 4096 -> 512."""
+    from mirage_xdsl.lowering.triton import generate_triton
+
+    text = _program(rows, 4096, 512, "f16", "add", transposed=transposed)
+    source = generate_triton(parse(make_context(), text, "linear.mlir")).source
+    start = source.index(f"_{form}(")
+    end = source.find("@triton.jit", start)
+    return source[start : end if end > 0 else len(source)]
+
+
 def test_one_row_by_a_transposed_weight_keeps_its_terms_column_by_column() -> None:
     """At one row the ``defer`` form of an ``[N, K]`` weight's product keeps
     ``N x K`` terms, the weight tile's own order, and sums each column's
     once after the loop; at two rows it keeps ``M x K x N``."""
-    from mirage_xdsl.lowering.triton import generate_triton
-
-    def defer_kernel(rows: tuple[int, ...]) -> str:
-        text = _program(rows, 4096, 512, "f16", "add", transposed=True)
-        source = generate_triton(parse(make_context(), text, "linear.mlir")).source
-        start = source.index("_defer(")
-        end = source.find("@triton.jit", start)
-        return source[start : end if end > 0 else len(source)]
-
-    one = defer_kernel((1,))
+    one = _printed_form((1,), True, "defer")
     assert "tl.zeros([1, 1024], dtype=tl.float32)" in one  # 1 column, 2 KB
     assert "tl.expand_dims(tl.sum(terms" in one and ", axis=1), 0)" in one
-    two = defer_kernel((2,))
+    two = _printed_form((2,), True, "defer")
     assert "tl.zeros([2, 1024, 4], dtype=tl.float32)" in two
 
 
@@ -539,13 +542,7 @@ def test_one_row_multiply_and_sum_keeps_two_dimensional_terms(transposed) -> Non
     """The ``fma`` form of one row sums 2-d terms: ``N x K`` of a transposed
     weight tile (summed along its rows), ``K x N`` with the row as a column
     otherwise; never the ``M x K x N`` broadcast."""
-    from mirage_xdsl.lowering.triton import generate_triton
-
-    text = _program((1,), 4096, 512, "f16", "add", transposed=transposed)
-    source = generate_triton(parse(make_context(), text, "linear.mlir")).source
-    start = source.index("_fma(")
-    end = source.find("@triton.jit", start)
-    fma = source[start : end if end > 0 else len(source)]
+    fma = _printed_form((1,), transposed, "fma")
     assert "tl.expand_dims" not in fma.split("# block.matmul")[0].splitlines()[-1]
     assert ("axis=1)" if transposed else "axis=0)") in fma
     assert "* tl.permute(" in fma or "(1, 0)) *" in fma
