@@ -241,7 +241,7 @@ class Generator:
         library = [op for op in self._library_items(state) if wanted(op)]
         layouts = [
             lay
-            for lay in self._layouts(state)
+            for lay in self._layouts(state, dangling)
             if wanted(lay) and fits_shared_memory(lay, state.tensors, sizes, dtype)
         ]
         return library + sorted(
@@ -323,10 +323,14 @@ class Generator:
                     yield KernelOp("div", (i, j))
                 yield KernelOp("matmul", (i, j))
 
-    def _layouts(self, state: State) -> Iterator[Layout]:
+    def _layouts(self, state: State, dangling: set[int]) -> Iterator[Layout]:
+        """Every layout over sources that include all of ``dangling`` (the
+        tensors no kernel reads yet), in a fixed order."""
         n = len(state.tensors)
-        for k in range(1, min(self.options.max_inputs, n) + 1):
+        for k in range(max(1, len(dangling)), min(self.options.max_inputs, n) + 1):
             for sources in itertools.combinations(range(n), k):
+                if not dangling.issubset(sources):
+                    continue
                 srcs = [state.tensors[v] for v in sources]
                 tokens: set[L.Label] = set()
                 for s in srcs:

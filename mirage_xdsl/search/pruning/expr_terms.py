@@ -64,7 +64,7 @@ class Expr:
     ``(dim, sizes)`` (``concat``, ``dim`` negative, one size per piece).
     """
 
-    __slots__ = ("head", "args", "param", "_hash", "__weakref__")
+    __slots__ = ("head", "args", "param", "_hash", "_variables", "__weakref__")
 
     head: str
     args: tuple[Expr, ...]
@@ -136,9 +136,18 @@ class Expr:
         return _Parser(text).parse()
 
     def variables(self) -> frozenset[str]:
+        """The variables the term reads, kept on the term after the first
+        call: the generator asks for them for every kernel it might add."""
+        try:
+            return self._variables
+        except AttributeError:
+            pass
         if self.head == "var":
-            return frozenset([self.param])
-        return frozenset().union(*(a.variables() for a in self.args))
+            found = frozenset([self.param])
+        else:
+            found = frozenset().union(*(a.variables() for a in self.args))
+        object.__setattr__(self, "_variables", found)
+        return found
 
 
 # --- constructors ---------------------------------------------------------------
