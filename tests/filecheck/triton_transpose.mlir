@@ -4,7 +4,7 @@
 // with the dims (20 is held in 32, 12 in 16), so the store's mask is the
 // load's, permuted.
 // CHECK:      def heads_k0(in0, out0):
-// CHECK:      [[X:x[0-9]+]] = tl.load(in0 + {{.*}}, mask=(tl.arange(0, 4)[:, None, None] < 3) & (tl.arange(0, 32)[None, :, None] < 20) & (tl.arange(0, 16)[None, None, :] < 12), other=0.0)
+// CHECK:      [[X:x[0-9]+]] = tl.load(in0 + {{.*}}, mask=(tl.arange(0, 4)[:, None, None] < 3) & (tl.arange(0, 32)[None, :, None] < 20) & (tl.arange(0, 16)[None, None, :] < 12), other=0.0, eviction_policy='evict_last')
 // CHECK-NEXT: [[V:v[0-9]+]] = tl.permute([[X]], (2, 1, 0))  # block.transpose
 // It reads only the program's input, so all but the store runs before the
 // grid dependency wait.
