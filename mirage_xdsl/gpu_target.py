@@ -58,6 +58,12 @@ class Target:
     """Round trip of a block's first tile load, before any compute can start."""
     iteration_seconds: float
     """Synchronisation per for-loop iteration (pipelined loads hide the rest)."""
+    rescale_seconds: float
+    """What each iteration of a for-loop that rescales its running sums
+    (an online softmax: a row maximum, then the sums shifted by it) adds:
+    the maximum's reduction across the block, the exponentials and the
+    rescale wait on one another, every iteration, and loads do not hide
+    them."""
 
     def __post_init__(self) -> None:
         major, minor = self.compute_capability
@@ -96,6 +102,7 @@ H100 = Target(
     launch_seconds=2e-6,
     load_latency_seconds=0.7e-6,
     iteration_seconds=0.02e-6,
+    rescale_seconds=0.7e-6,
 )
 """The NVIDIA H100 SXM: what the generated kernels are compiled, verified and
 costed for."""
