@@ -8,8 +8,9 @@
 // CHECK-NEXT: tl.load(in1 + {{.*}}, eviction_policy='evict_last')
 // CHECK-NEXT: tl.load(in2 + {{.*}}, eviction_policy='evict_last')
 
-// With a for-loop, a streamed program input goes first (evict_first), and an
-// intermediate that several blocks read gets no hint.
+// With a for-loop, a streamed program input goes first (evict_first); the
+// queries, which several blocks read, get no hint, nor does the combine
+// kernel's read of the parts (it has a for-loop too).
 // LOOP:      def gqa_k0(
 // LOOP:      x1 = tl.load(in0 + {{.*}}:])  # in0 imap
 // LOOP:      tl.load(in1 + {{.*}}, eviction_policy='evict_first')
