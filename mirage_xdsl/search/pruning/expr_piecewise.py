@@ -14,6 +14,7 @@ The LoRA trick thus gets its true meaning::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from mirage_xdsl.search.pruning.expr_terms import (
@@ -25,6 +26,10 @@ from mirage_xdsl.search.pruning.expr_terms import (
     pieces,
     sum_,
 )
+
+SLICES_KEPT = 1 << 16
+"""Calls of :func:`slice_expr` remembered (terms are immutable and interned,
+so a remembered slice is the slice)."""
 
 
 def _neg(dim: int, rank: int) -> int:
@@ -42,8 +47,13 @@ def boundaries(e: Expr, dim: int) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=SLICES_KEPT)
 def slice_expr(e: Expr, dim: int, lo: int, hi: int) -> Expr:
-    """The term of ``e[..., lo:hi, ...]`` along ``dim`` (negative)."""
+    """The term of ``e[..., lo:hi, ...]`` along ``dim`` (negative).
+
+    Kept for the last :data:`SLICES_KEPT` calls: a block search slices the
+    same few piecewise terms again and again (one task of the 1024-key
+    masked decode attention's search: 201 280 calls, 308 distinct)."""
     if e.head != "concat":
         return e
     cdim, sizes = e.param
