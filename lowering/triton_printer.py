@@ -77,14 +77,6 @@ POINTER_TYPES = {"f16": "*fp16", "bf16": "*bf16", "f32": "*fp32"}
 INT32_LIMIT = 1 << 31
 
 
-_EVICTION = {
-    "": "",
-    "first": ", eviction_policy='evict_first'",
-    "last": ", eviction_policy='evict_last'",
-}
-"""The argument each :meth:`KernelPrinter.eviction` hint adds to a load."""
-
-
 class KernelPrinter(MatmulPrinter):
     """Prints one customized op; ``print()`` returns the kernel's source."""
 
@@ -124,19 +116,19 @@ class KernelPrinter(MatmulPrinter):
         )
 
     def eviction(self, op: block.InputOp) -> str:
-        """The L2 eviction hint of a tile's load: ``first`` for a streamed
-        weight (:meth:`streamed`); ``last`` in a kernel that loads its whole
-        tiles once, with no for-loop and no matmul (a row-wise program: a
-        norm, a softmax, an element-wise chain), which on an H100 after an
-        L2 flush took 0.1-0.45 µs less per call that way (l2norm over one
-        row of 2048: 1.95 against 1.75 µs; add + RMSNorm over 16 rows:
-        2.32 against 1.89, at 4 warps); else none."""
+        """The L2 eviction policy of a tile's load: ``evict_first`` for a
+        streamed weight (:meth:`streamed`); ``evict_last`` in a kernel that
+        loads its whole tiles once, with no for-loop and no matmul (a
+        row-wise program: a norm, a softmax, an element-wise chain), which
+        on an H100 after an L2 flush took 0.1-0.45 µs less per call that way
+        (l2norm over one row of 2048: 1.95 against 1.75 µs; add + RMSNorm
+        over 16 rows: 2.32 against 1.89, at 4 warps); else none."""
         if self.streamed(op):
-            return "first"
+            return "evict_first"
         if self.forloop == 1 and not any(
             isinstance(o, block.MatmulOp) for o in self.op.entry.ops
         ):
-            return "last"
+            return "evict_last"
         return ""
 
     def print_input(self, op: block.InputOp) -> None:
@@ -177,7 +169,9 @@ class KernelPrinter(MatmulPrinter):
         param = self.arg_names[op.source]  # type: ignore[index]
         load = f"tl.load({param} + {offsets}"
         load += f", mask={mask}, other=0.0" if mask else ""
-        load += _EVICTION[self.eviction(op)] + ")"
+        if policy := self.eviction(op):
+            load += f", eviction_policy='{policy}'"
+        load += ")"
         if order != sorted(order):
             load = f"tl.permute({load}, {tuple(order)})"
         phase = self.phases[op.result]

@@ -52,11 +52,16 @@ def _pad(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+MMA_ROWS = 16
+"""Rows of a tensor-core (``tl.dot``) product; a block matmul of fewer rows
+runs as multiply-and-sum on the CUDA cores."""
+
+
 def matmul_flops(a: Shape, b: Shape, mma: bool = False) -> int:
     """2·m·n·k per batch; padded to the 16x8x16 mma tile on tensor cores."""
     m, k, n = a[-2], a[-1], b[-1]
     if mma:
-        m, n, k = _pad(m, 16), _pad(n, 8), _pad(k, 16)
+        m, n, k = _pad(m, MMA_ROWS), _pad(n, 8), _pad(k, 16)
     return 2 * m * n * k * numel(a[:-2])
 
 
@@ -230,11 +235,6 @@ def rescales(graph: BlockGraph) -> bool:
     return graph.forloop > 1 and any(
         op.kind == "forloop_accum" and len(op.operands) > 1 for op in graph.ops
     )
-
-
-MMA_ROWS = 16
-"""Rows of a tensor-core (``tl.dot``) product; a block matmul of fewer rows
-runs as multiply-and-sum on the CUDA cores."""
 
 
 def few_rows(graph: BlockGraph, tiles: Sequence[Shape], in_loop: set[int]) -> bool:
