@@ -260,25 +260,45 @@ def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> No
 
     ranked = [Candidate(float(i), graph(1 if i < 5 else 2), True) for i in range(8)]
     order = [c.cost for c in by_kernel_count(ranked)]
-    assert order == [0.0, 1.0, 5.0, 6.0, 2.0, 3.0, 4.0, 7.0]
+    # the cheapest of each kernel count; no second, as each tiles alike
+    assert order == [0.0, 5.0, 1.0, 2.0, 3.0, 4.0, 6.0, 7.0]
 
-    # the cheapest two-kernel candidate of customized kernels only leads too,
-    # though the model puts a library op's pair ahead of it
-    def customized(cost: float) -> Candidate:
+    def customized(cost: float, *grids) -> Candidate:
         from mirage_xdsl.search.ugraph import BlockGraph, BlockInput, KernelOp, Op
 
-        g = BlockGraph(
-            (2, 1, 1),
-            4,
-            (BlockInput(0, (0, -1, -1), 1),),
-            (Op("exp", (0,)),),
-            ((1, (0, -1, -1)),),
+        ops = tuple(
+            KernelOp(
+                "customized",
+                (0,),
+                (),
+                BlockGraph(
+                    grid,
+                    4,
+                    (BlockInput(0, (0, -1, -1), 1),),
+                    (Op("exp", (0,)),),
+                    ((1, (0, -1, -1)),),
+                ),
+            )
+            if grid
+            else kernel_op()
+            for grid in grids
         )
-        op = KernelOp("customized", (0,), (), g)
-        return Candidate(cost, UGraph("f", "f16", ((64, 64),), (op, op), (1,)), True)
+        return Candidate(cost, UGraph("f", "f16", ((64, 64),), ops, (1,)), True)
 
-    mixed = [Candidate(float(i), graph(2), True) for i in range(3)] + [customized(9.0)]
-    assert [c.cost for c in by_kernel_count(mixed)] == [0.0, 1.0, 9.0, 2.0]
+    # the second of a kernel count tiles the work otherwise than the first
+    # (not its mirror image), and is made of customized kernels only: the
+    # library op's pair ranked ahead of it is passed over
+    split = [
+        customized(0.0, (8, 64, 1), (8, 8, 4)),
+        customized(1.0, (64, 8, 1), (8, 8, 4)),
+        customized(2.0, None, (8, 8, 2)),
+        customized(3.0, (8, 8, 32), (8, 8, 4)),
+        customized(4.0, (4, 4, 4), (8, 8, 4)),
+    ]
+    assert [c.cost for c in by_kernel_count(split)] == [0.0, 3.0, 1.0, 2.0, 4.0]
+    mixed = [Candidate(float(i), graph(2), True) for i in range(3)]
+    mixed.append(customized(9.0, (2, 1, 1), (2, 1, 1)))
+    assert [c.cost for c in by_kernel_count(mixed)] == [0.0, 9.0, 1.0, 2.0]
 
     _, found = search("rmsnorm_linear", max_kernels=1)
     sizes = {
