@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import time
 
 import pytest
@@ -161,6 +162,38 @@ def test_timing_stops_where_the_next_candidate_would_overrun_the_deadline():
     # 0.8 s: the input and one more fit; a third would end at about 0.9 s
     cost, _ = measured_pick(pool, Measure(), report, time.monotonic() + 0.8, 1)
     assert len(timed) == 2 and cost == 3.0 and report.stopped == "budget"
+
+
+def test_candidates_given_one_by_one_are_asked_for_only_when_they_can_be_timed():
+    from mirage_xdsl.search.ranking import measured_pick
+    from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.ugraph import from_function
+
+    graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
+    asked: list[float] = []
+
+    def more():  # verifies each candidate as it is asked for
+        for cost in (3.0, 2.0, 1.0):
+            asked.append(cost)
+            yield cost, graph
+
+    class Measure:  # each timing takes 0.3 s
+        def __call__(self, module):
+            time.sleep(0.3)
+            return 1.0
+
+    report = Report("gqa")
+    # 0.8 s: the input and one more fit; the second is never asked for
+    measured_pick(
+        [(4.0, graph)], Measure(), report, time.monotonic() + 0.8, 1, 1, more()
+    )
+    assert asked == [3.0] and len(report.measured) == 2
+    assert report.stopped == "budget"
+    asked.clear()
+    # without a deadline every one is asked for and timed
+    report = Report("gqa")
+    measured_pick([(4.0, graph)], Measure(), report, math.inf, 1, 1, more())
+    assert asked == [3.0, 2.0, 1.0] and len(report.measured) == 4
 
 
 def test_a_segmented_search_shows_each_segment_its_share_and_the_best(monkeypatch):

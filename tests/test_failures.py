@@ -53,6 +53,7 @@ def test_a_candidate_the_device_cannot_time_is_reported(monkeypatch) -> None:
     from mirage_xdsl.search import ranking
 
     monkeypatch.setattr(ranking, "verified", lambda p, ranked, *_: ranked)
+    monkeypatch.setattr(ranking, "verifying", lambda p, ranked, *_: (c for c in ranked))
     monkeypatch.setattr(ranking, "default_builds", lambda *_: [])
     report = Report("f", input_cost=2.0)
     found = [Candidate(1.0, _graph("exp"), True)]
@@ -82,6 +83,7 @@ def test_a_plain_callable_measure_is_summarised_without_a_backend(monkeypatch) -
     from mirage_xdsl.search import ranking
 
     monkeypatch.setattr(ranking, "verified", lambda p, ranked, *_: ranked)
+    monkeypatch.setattr(ranking, "verifying", lambda p, ranked, *_: (c for c in ranked))
     monkeypatch.setattr(ranking, "default_builds", lambda *_: [])
     report = Report("f", input_cost=2.0)
     times = iter([3e-6, 1e-6])

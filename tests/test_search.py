@@ -354,11 +354,22 @@ def test_timed_pool_has_one_of_each_kernel_and_every_kernel_count(
         "verified",
         lambda program, ranked, want, options, report, deadline: ranked[:want],
     )
+    asked: list[int] = []
+
+    def verifying(program, ranked, want, options, report, deadline):
+        for c in ranked[:want]:
+            asked.append(c.graph.kernels)
+            yield c
+
+    monkeypatch.setattr(ranking, "verifying", verifying)
     timed: list[UGraph] = []
     always_timed: list[UGraph] = []
 
-    def measured_pick(pool, measure, report, deadline, always, baselines):
+    def measured_pick(pool, measure, report, deadline, always, baselines, more):
+        # only the lead is verified before timing starts
+        assert len(asked) == ranking.ALWAYS_TIMED
         timed.extend(g for _, g in pool)
+        timed.extend(g for _, g in more)
         always_timed.extend(g for _, g in pool[:always])
         return pool[0]
 

@@ -17,9 +17,11 @@ kernel counts (:data:`ALWAYS_TIMED`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import closing
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -29,7 +31,7 @@ from mirage_xdsl.search.fusion import row_fused
 from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.report import Candidate, Report
-from mirage_xdsl.search.screening import verified
+from mirage_xdsl.search.screening import verified, verifying
 from mirage_xdsl.search.ugraph import UGraph, to_module
 
 Measure = Callable[[ModuleOp], float]
@@ -108,22 +110,30 @@ def pick(
         for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
         if c.cost < ceiling
     ]
-    if measure is not None:
-        ranked = by_kernel_count(distinct(ranked))
-    chosen = [
-        (c.cost, c.graph)
-        for c in verified(program, ranked, want, options, report, deadline)
-    ]
     report.phases["verify"] = time.monotonic() - started
-    if measure is not None:
-        chosen = each_kernel_count_first(chosen)
-    pool = [(input_cost, input_graph), *defaults, *chosen]
     if measure is None:
+        chosen = [
+            (c.cost, c.graph)
+            for c in verified(program, ranked, want, options, report, deadline)
+        ]
+        pool = [(input_cost, input_graph), *defaults, *chosen]
         return min(pool, key=lambda x: (x[0], x[1].kernels))
-    started = time.monotonic()
-    always = 1 + len(defaults) + min(ALWAYS_TIMED, len(chosen))
-    best = measured_pick(pool, measure, report, deadline, always, 1 + len(defaults))
-    report.phases["measure"] = time.monotonic() - started
+    # verified as they are timed: a candidate the deadline leaves untimed
+    # is not verified either (the batch-8 decode attention verified 5 in
+    # 29 s at full shapes and timed 3)
+    ranked = by_kernel_count(distinct(ranked))
+    with closing(verifying(program, ranked, want, options, report, deadline)) as it:
+        stream = ((c.cost, c.graph) for c in it)
+        lead = each_kernel_count_first(list(itertools.islice(stream, ALWAYS_TIMED)))
+        pool = [(input_cost, input_graph), *defaults, *lead]
+        started = time.monotonic()
+        verifying_before = report.phases["verify"]
+        best = measured_pick(
+            pool, measure, report, deadline, len(pool), 1 + len(defaults), stream
+        )
+        report.phases["measure"] = (
+            time.monotonic() - started - (report.phases["verify"] - verifying_before)
+        )
     return best
 
 
@@ -258,19 +268,23 @@ def measured_pick(
     deadline: float = math.inf,
     always: int = 1,
     baselines: int = 1,
+    more: Iterable[tuple[float, UGraph]] = (),
 ) -> tuple[float, UGraph]:
-    """Time every candidate (the input first) and keep the fastest; once the
-    next would end past ``deadline`` (each is expected to take the mean time
-    of those before it) only the first ``always`` (the input, the default
-    builds, the search's cheapest of two kernel counts) are still timed. Past
-    ``deadline`` the tuner gives a candidate's kernels their default settings,
-    but not the first ``baselines`` (the input and the default builds). A
-    measure with ``prepare`` gets the first ``always`` ahead, to compile them
-    all at once. What a measure could not build or run goes to the report's
+    """Time every candidate of ``pool`` (the input first), then those ``more``
+    gives, and keep the fastest; once the next would end past ``deadline``
+    (each is expected to take the mean time of those before it) only the
+    first ``always`` (the input, the default builds, the search's cheapest of
+    two kernel counts) are still timed, and ``more`` is not asked for
+    another (it may verify each as it is asked). Past ``deadline`` the tuner
+    gives a candidate's kernels their default settings, but not the first
+    ``baselines`` (the input and the default builds). A measure with
+    ``prepare`` gets the first ``always`` ahead, to compile them all at once.
+    What a measure could not build or run goes to the report's
     ``failures``."""
     from mirage_xdsl.ir.printing import module_text
 
     describe = getattr(measure, "describe", None)
+    more = iter(more)
     timed = []
     if time.monotonic() > deadline and len(pool) > always:
         pool = pool[:always]
@@ -281,14 +295,22 @@ def measured_pick(
         # (the rest build as they are timed, where the deadline can stop them;
         # compiling all ahead took 96 s of the 8B MLP segment's 33 s share)
         prepare(modules[:always])
+    pool = list(pool)
     began = time.monotonic()
-    for i, ((cost, graph), module) in enumerate(zip(pool, modules, strict=True)):
+    for i in itertools.count():
         # a candidate takes about as long to build and time as those before it
         # (compiling and tuning dominate): stop where the next would overrun
         each = (time.monotonic() - began) / i if i else 0.0
         if i >= always and time.monotonic() + each > deadline:
             report.stopped = report.stopped or "budget"
             break
+        if i == len(pool):
+            following = next(more, None)
+            if following is None:
+                break
+            pool.append(following)
+            modules.append(to_module(following[1]))
+        (cost, graph), module = pool[i], modules[i]
         # past the deadline a candidate's kernels get default settings; the
         # first ``baselines`` (the input and the default builds) are tuned in
         # full whatever the clock says: every other candidate must beat them,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import closing
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -61,7 +62,24 @@ def verified(
     deadline: float = math.inf,
 ) -> list[Candidate]:
     """The first ``want`` of ``ranked`` that the verifier accepts, or those
-    accepted by ``deadline`` (no wave starts after it).
+    accepted by ``deadline`` (no wave starts after it)."""
+    with closing(verifying(program, ranked, want, options, report, deadline)) as it:
+        return list(it)
+
+
+def verifying(
+    program: ModuleOp,
+    ranked: list[Candidate],
+    want: int,
+    options: SearchOptions,
+    report: Report,
+    deadline: float = math.inf,
+) -> Iterator[Candidate]:
+    """The candidates of ``ranked`` that the verifier accepts, in rank order,
+    at most ``want``, each verified when the next is asked for (so a caller
+    that stops asking verifies no more); none after ``deadline`` (no wave
+    starts after it). The seconds spent verifying add to the report's
+    ``verify`` phase.
 
     Verdicts are taken in rank order, so the answer is the same as verifying
     one by one. When one verdict takes long (full shapes, many blocks), there
@@ -76,15 +94,15 @@ def verified(
     # the CPU, many times slower at full shapes (minutes per verdict for
     # attention over 2048 tokens)
     on_gpu = gpu_arithmetic() is not None
-    out: list[Candidate] = []
+    found = 0
     position = 0
     executor = None
     try:
-        while position < len(ranked) and len(out) < want:
+        while position < len(ranked) and found < want:
             if time.monotonic() > deadline:
                 report.stopped = report.stopped or "budget"
                 break
-            width = _wave_width(executor, want - len(out), options)
+            width = _wave_width(executor, want - found, options)
             wave = ranked[position : position + width]
             position += len(wave)
             jobs = [
@@ -94,23 +112,27 @@ def verified(
             results = list(
                 executor.map(verify_one, jobs) if executor else map(verify_one, jobs)
             )
+            seconds = time.monotonic() - started
+            report.phases["verify"] = report.phases.get("verify", 0.0) + seconds
+            accepted = []
             for c, (equivalent, method) in zip(wave, results, strict=True):
-                if len(out) >= want:
+                if found + len(accepted) >= want:
                     break
                 report.verifier = method
                 if equivalent:
-                    out.append(c)
+                    accepted.append(c)
                     report.verified += 1
                 else:
                     report.rejected += 1
-            slow = time.monotonic() - started > PARALLEL_VERDICT_SECONDS
-            workers = min(options.workers(), want - len(out), len(ranked) - position)
+            found += len(accepted)
+            yield from accepted
+            slow = seconds > PARALLEL_VERDICT_SECONDS
+            workers = min(options.workers(), want - found, len(ranked) - position)
             if executor is None and slow and workers > 1 and not on_gpu:
                 executor = verifier_pool(workers)
     finally:
         if executor is not None:
             executor.shutdown(cancel_futures=True)
-    return out
 
 
 def _wave_width(executor: Executor | None, needed: int, options: SearchOptions) -> int:
