@@ -12,7 +12,8 @@ never slower than the best of them by the model's (or the device's) account.
 Choosing keeps to the search's deadline: verification stops when it is
 reached, and so does timing, after the input (the baseline every pick needs),
 the default builds and the search's cheapest candidates of its two cheapest
-kernel counts (:data:`ALWAYS_TIMED`).
+kernel counts (:data:`ALWAYS_TIMED`). When timing decides, the candidates
+after those are verified one by one as they come up to be timed.
 """
 
 from __future__ import annotations
