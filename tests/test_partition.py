@@ -284,6 +284,35 @@ def test_a_layernorm_searched_as_plain_ops_comes_out_as_one_kernel():
     assert equivalent(module, found)
 
 
+def test_the_row_fused_build_is_kept_when_the_search_left_no_time():
+    """Verifying the default builds does not wait on the clock: a search
+    whose deadline passed (a loaded machine) still ends on the one kernel."""
+    import time
+
+    from mirage_xdsl.search import cost_model
+    from mirage_xdsl.search.budget import Stop
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.ranking import pick
+    from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.ugraph import from_function
+
+    module = layernorm_program()
+    graph = from_function(entry_function(module))
+    late = time.monotonic() - 1.0
+    _, best = pick(
+        module,
+        graph,
+        cost_model.cost(graph),
+        [],
+        SearchOptions(),
+        None,
+        Stop(),
+        Report("layernorm"),
+        late,
+    )
+    assert graph.kernels > 1 and best.kernels == 1
+
+
 def unit_view_attention():
     """Attention whose softmax runs on scores viewed with an extra size-1 dim
     (``[2, 4, 32]`` as ``[2, 4, 1, 32]``) and viewed back before ``@ v``."""
