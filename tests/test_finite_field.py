@@ -396,3 +396,22 @@ def test_matmod_keeps_a_batch_axis_both_operands_broadcast() -> None:
     got = ff.matmod(x, x, 7)
     assert got.shape == (3, 2, 2)
     np.testing.assert_array_equal(got, np.broadcast_to(np.mod(one @ one, 7), (3, 2, 2)))
+
+
+def test_a_large_input_is_drawn_alike_on_any_number_of_threads(monkeypatch):
+    from mirage_xdsl.verify import finite_field as ff
+
+    shape = (4, ff.PARTED_DRAW // 4 + 3)
+    threaded = ff._uniform(np.random.default_rng(7), ff.P, shape).copy()
+    monkeypatch.setattr(ff, "_MAIN_PID", -1)  # as in a forked worker: one thread
+    serial = ff._uniform(np.random.default_rng(7), ff.P, shape)
+    assert np.array_equal(threaded, serial)
+    assert threaded.min() >= 0 and threaded.max() < ff.P
+    assert np.array_equal(threaded, np.floor(threaded))
+    # each part from its own generator: no two parts repeat each other
+    flat = threaded.reshape(-1)
+    part = flat.size // ff.DRAW_PARTS
+    assert not np.array_equal(flat[:part], flat[part : 2 * part])
+    # and a fresh seed gives other values
+    other = ff._uniform(np.random.default_rng(8), ff.P, shape)
+    assert not np.array_equal(threaded, other)

@@ -30,7 +30,9 @@ makes them bit-identical.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -151,10 +153,43 @@ def concatenate(values: Sequence[Residues], axis: int) -> Residues:
     return Residues(p, arith.cat([v.q for v in values], axis), arith)
 
 
+DRAW_PARTS = 16
+"""Parts an input of :data:`PARTED_DRAW` elements or more is drawn in, each
+from its own generator seeded from the trial's, on threads. The parts are
+fixed, so the values are the same on any machine and with any number of
+threads. On the 16-core GPU machine one draw of a batch-8 decode
+attention's 4096-key cache took 73 ms in one piece, and the draws were 81%
+of a verdict (6.6 of 8.1 s)."""
+
+PARTED_DRAW = 1 << 20
+
+_MAIN_PID = os.getpid()
+"""The process that imported this module: forked verifier workers, one per
+core, draw on one thread."""
+
+
 def _uniform(rng: np.random.Generator, m: int, shape: Sequence[int]) -> np.ndarray:
     """Uniform residues mod m as float64 (drawn as int32: half the memory)."""
     out = pool().empty(shape)
-    np.copyto(out, rng.integers(0, m, shape, dtype=np.int32), casting="unsafe")
+    if out.size < PARTED_DRAW:
+        np.copyto(out, rng.integers(0, m, shape, dtype=np.int32), casting="unsafe")
+        return out
+    flat = out.reshape(-1)
+    seeds = np.random.SeedSequence(int(rng.integers(2**63))).spawn(DRAW_PARTS)
+
+    def draw(part: int) -> None:
+        lo = flat.size * part // DRAW_PARTS
+        hi = flat.size * (part + 1) // DRAW_PARTS
+        values = np.random.default_rng(seeds[part]).integers(0, m, hi - lo, np.int32)
+        np.copyto(flat[lo:hi], values, casting="unsafe")
+
+    threads = len(os.sched_getaffinity(0)) if os.getpid() == _MAIN_PID else 1
+    if threads < 2:
+        for part in range(DRAW_PARTS):
+            draw(part)
+    else:
+        with ThreadPoolExecutor(min(threads, DRAW_PARTS)) as workers:
+            list(workers.map(draw, range(DRAW_PARTS)))
     return out
 
 
