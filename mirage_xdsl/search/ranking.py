@@ -84,9 +84,9 @@ def pick(
 ) -> tuple[float, UGraph]:
     """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
     The default builds (:func:`default_builds`) are verified first, past the
-    deadline too, and always in the pool beside the input, whatever the search's candidates are, and
-    so is ``previous`` (the verified pick of a shorter search of the same
-    program, from the cache); on a GPU these and the search's
+    deadline too, and always in the pool beside the input, whatever the
+    search's candidates are, and so is ``previous`` (the verified pick of a
+    shorter search of the same program, from the cache); on a GPU these and the search's
     :data:`ALWAYS_TIMED` cheapest candidates are timed even past the
     deadline, the baselines tuned in full."""
     started = time.monotonic()

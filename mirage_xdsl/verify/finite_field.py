@@ -183,7 +183,10 @@ def _uniform(rng: np.random.Generator, m: int, shape: Sequence[int]) -> np.ndarr
         values = np.random.default_rng(seeds[part]).integers(0, m, hi - lo, np.int32)
         np.copyto(flat[lo:hi], values, casting="unsafe")
 
-    threads = len(os.sched_getaffinity(0)) if os.getpid() == _MAIN_PID else 1
+    threads = 1
+    if os.getpid() == _MAIN_PID:
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux only
+        threads = len(affinity(0)) if affinity else os.cpu_count() or 1
     if threads < 2:
         for part in range(DRAW_PARTS):
             draw(part)
