@@ -296,6 +296,16 @@ def test_timed_pool_leads_with_each_kernel_count_and_keeps_size_variants() -> No
         customized(4.0, (4, 4, 4), (8, 8, 4)),
     ]
     assert [c.cost for c in by_kernel_count(split)] == [0.0, 3.0, 1.0, 2.0, 4.0]
+    # the first of every kernel count before any second: the first two timed
+    # cover two kernel counts
+    counts = [
+        customized(0.0, (8, 1, 1)),
+        customized(1.0, (4, 1, 1)),
+        customized(2.0, (8, 1, 1), (8, 1, 1)),
+        customized(3.0, (2, 1, 1), (8, 1, 1)),
+        customized(4.0, (8, 2, 1)),
+    ]
+    assert [c.cost for c in by_kernel_count(counts)] == [0.0, 2.0, 1.0, 3.0, 4.0]
     mixed = [Candidate(float(i), graph(2), True) for i in range(3)]
     mixed.append(customized(9.0, (2, 1, 1), (2, 1, 1)))
     assert [c.cost for c in by_kernel_count(mixed)] == [0.0, 9.0, 1.0, 2.0]
