@@ -54,7 +54,7 @@ them, so a candidate slower than the input is never chosen."""
 ALWAYS_TIMED = 2
 """The search's verified candidates timed whatever the clock says, beside the
 input and the default builds: the cheapest of each of the two cheapest
-kernel counts (:func:`each_kernel_count_first`). One was not enough: the
+kernel counts, which :func:`by_kernel_count` puts first. One was not enough: the
 attention of a decode layer, tuned from a cold cache, timed only its
 cheapest candidate, one kernel (costed 5.9 µs, 12.2 measured), and never the
 two-kernel split (costed 6.3, 4.8 measured in the next run). Building and tuning a candidate
@@ -128,7 +128,7 @@ def pick(
     ranked = by_kernel_count(distinct(ranked))
     with closing(verifying(program, ranked, want, options, report, deadline)) as it:
         stream = ((c.cost, c.graph) for c in it)
-        lead = each_kernel_count_first(list(itertools.islice(stream, ALWAYS_TIMED)))
+        lead = list(itertools.islice(stream, ALWAYS_TIMED))
         pool = [(input_cost, input_graph), *defaults, *lead]
         started = time.monotonic()
         verifying_before = report.phases["verify"]
@@ -193,21 +193,6 @@ def distinct(ranked: list[Candidate]) -> list[Candidate]:
             seen.add(key)
             out.append(c)
     return out
-
-
-def each_kernel_count_first(
-    pool: list[tuple[float, UGraph]],
-) -> list[tuple[float, UGraph]]:
-    """``pool`` (in cost order) with the cheapest of each kernel count first,
-    then the rest in their order: what :data:`ALWAYS_TIMED` takes from the
-    front covers different structures."""
-    seen: set[int] = set()
-    lead = []
-    for i, (_, graph) in enumerate(pool):
-        if graph.kernels not in seen:
-            seen.add(graph.kernels)
-            lead.append(i)
-    return [pool[i] for i in lead] + [c for i, c in enumerate(pool) if i not in lead]
 
 
 def tiling(graph: UGraph) -> tuple:
