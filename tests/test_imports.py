@@ -24,7 +24,7 @@ PACKAGES = (
 from their own top-level directories)."""
 
 LAYERS = (
-    {"gpu_target", "ops"},
+    {"gpu_target", "ops", "cpus"},
     {"dialects"},
     {"ir"},
     {"semantics"},

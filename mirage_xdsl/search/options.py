@@ -9,9 +9,10 @@ hashes into the cache key.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from mirage_xdsl.cpus import usable_cpus
 
 Triple = tuple[int, int, int]
 
@@ -97,12 +98,3 @@ def parse_ints(text: str, what: str) -> tuple[int, ...]:
 
 
 __all__ = ["DEFAULT", "SearchOptions", "parse_ints", "parse_triples", "usable_cpus"]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: ``taskset``, a
-    container's cpuset), not every CPU of the host."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # no affinity on this platform
-        return os.cpu_count() or 1

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from mirage_xdsl.cpus import usable_cpus
 from mirage_xdsl.ops import OPS, OpSpec, elementwise_kinds
 from mirage_xdsl.verify.buffer_pool import pool
 from mirage_xdsl.verify.keyed_hash import keyed_hash, keyed_word, row_digest
@@ -183,10 +184,7 @@ def _uniform(rng: np.random.Generator, m: int, shape: Sequence[int]) -> np.ndarr
         values = np.random.default_rng(seeds[part]).integers(0, m, hi - lo, np.int32)
         np.copyto(flat[lo:hi], values, casting="unsafe")
 
-    threads = 1
-    if os.getpid() == _MAIN_PID:
-        affinity = getattr(os, "sched_getaffinity", None)  # Linux only
-        threads = len(affinity(0)) if affinity else os.cpu_count() or 1
+    threads = usable_cpus() if os.getpid() == _MAIN_PID else 1
     if threads < 2:
         for part in range(DRAW_PARTS):
             draw(part)
