@@ -20,29 +20,19 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
-from collections.abc import Callable, Iterable
 from contextlib import closing
 
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
-from mirage_xdsl.search.budget import Stop, timing_until
+from mirage_xdsl.search.budget import Stop
 from mirage_xdsl.search.fusion import row_fused
 from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.report import Candidate, Report
 from mirage_xdsl.search.screening import verified, verifying
-from mirage_xdsl.search.ugraph import UGraph, to_module
-
-Measure = Callable[[ModuleOp], float]
-"""Seconds one run of a module takes on the device (lower is better). A
-measure may also have ``key`` (what its timings depend on; measured results
-are cached under it), ``describe()`` (details of its last timing, with
-``failures``: a line per backend that could not build or run it) and
-``prepare(modules)`` (given the modules timed whatever the deadline, the input
-and the default builds, before the first is timed) and
-``fallback`` (why its figures could not be trusted: the cost model chooses)."""
+from mirage_xdsl.search.timing import Entry, Measure, Timings, measured_pick
+from mirage_xdsl.search.ugraph import UGraph
 
 MEASURED_SLACK = 2.0
 """When a GPU decides, candidates the cost model puts up to this many times the
@@ -70,6 +60,33 @@ PER_KERNEL_COUNT = 2
 """Candidates of each kernel count moved to the front of the measured pool."""
 
 
+def baselines(
+    program: ModuleOp,
+    input_graph: UGraph,
+    input_cost: float,
+    options: SearchOptions,
+    report: Report,
+    previous: UGraph | None = None,
+) -> list[Entry]:
+    """What every pick must beat: the input, then the default builds
+    (:func:`default_builds`, verified whatever the clock says, as the input
+    is kept: on a loaded machine a 6 s search of a LayerNorm as plain ops
+    reached its deadline before this verdict, and kept its 6 kernels instead
+    of the one) and ``previous`` (the verified pick of a shorter search of
+    the same program, from the cache)."""
+    report.phases.setdefault("verify", 0.0)
+    defaults = [
+        (c.cost, c.graph)
+        for c in verified(
+            program, default_builds(input_graph, options), 2, options, report
+        )
+    ]
+    seen = {shape_key(g) for _, g in [(input_cost, input_graph), *defaults]}
+    if previous is not None and shape_key(previous) not in seen:
+        defaults.append((cost_model.cost(previous), previous))
+    return [(input_cost, input_graph), *defaults]
+
+
 def pick(
     program: ModuleOp,
     input_graph: UGraph,
@@ -81,27 +98,18 @@ def pick(
     report: Report,
     deadline: float = math.inf,
     previous: UGraph | None = None,
+    timings: Timings | None = None,
 ) -> tuple[float, UGraph]:
-    """The chosen candidate (or the input) and its cost, chosen by ``deadline``.
-    The default builds (:func:`default_builds`) are verified first, past the
-    deadline too, and always in the pool beside the input, whatever the
-    search's candidates are, and so is ``previous`` (the verified pick of a
-    shorter search of the same program, from the cache); on a GPU these and the search's
-    :data:`ALWAYS_TIMED` cheapest candidates are timed even past the
-    deadline, the baselines tuned in full."""
-    started = time.monotonic()
-    # verified whatever the clock says, as the input is kept: on a loaded
-    # machine a 6 s search of a LayerNorm as plain ops reached its deadline
-    # before this verdict, and kept its 6 kernels instead of the one
-    defaults = [
-        (c.cost, c.graph)
-        for c in verified(
-            program, default_builds(input_graph, options), 2, options, report
-        )
-    ]
-    seen = {shape_key(g) for _, g in [(input_cost, input_graph), *defaults]}
-    if previous is not None and shape_key(previous) not in seen:
-        defaults.append((cost_model.cost(previous), previous))
+    """The chosen candidate (or the input) and its cost, chosen by
+    ``deadline``. The :func:`baselines` are always in the pool; on a GPU
+    they and the search's :data:`ALWAYS_TIMED` cheapest candidates are timed
+    even past the deadline, the baselines tuned in full. ``timings`` holds
+    the baselines already timed (``timing.timed_baselines``)."""
+    base = (
+        list(timings.pool)
+        if timings is not None
+        else baselines(program, input_graph, input_cost, options, report, previous)
+    )
     top = (
         options.verify_top
         if measure is None
@@ -114,14 +122,12 @@ def pick(
         for c in sorted((c for c in candidates if c.screened), key=Candidate.order)
         if c.cost < ceiling
     ]
-    report.phases["verify"] = time.monotonic() - started
     if measure is None:
         chosen = [
             (c.cost, c.graph)
             for c in verified(program, ranked, want, options, report, deadline)
         ]
-        pool = [(input_cost, input_graph), *defaults, *chosen]
-        return min(pool, key=lambda x: (x[0], x[1].kernels))
+        return min([*base, *chosen], key=lambda x: (x[0], x[1].kernels))
     # verified as they are timed: a candidate the deadline leaves untimed
     # is not verified either (the batch-8 decode attention verified 5 in
     # 29 s at full shapes and timed 3)
@@ -129,16 +135,10 @@ def pick(
     with closing(verifying(program, ranked, want, options, report, deadline)) as it:
         stream = ((c.cost, c.graph) for c in it)
         lead = list(itertools.islice(stream, ALWAYS_TIMED))
-        pool = [(input_cost, input_graph), *defaults, *lead]
-        started = time.monotonic()
-        verifying_before = report.phases["verify"]
-        best = measured_pick(
-            pool, measure, report, deadline, len(pool), 1 + len(defaults), stream
+        pool = [*base, *lead]
+        return measured_pick(
+            pool, measure, report, deadline, len(pool), len(base), stream, timings
         )
-        report.phases["measure"] = (
-            time.monotonic() - started - (report.phases["verify"] - verifying_before)
-        )
-    return best
 
 
 def default_builds(input_graph: UGraph, options: SearchOptions) -> list[Candidate]:
@@ -248,86 +248,3 @@ def by_kernel_count(ranked: list[Candidate]) -> list[Candidate]:
     return [ranked[i] for i in lead] + [
         c for i, c in enumerate(ranked) if i not in chosen
     ]
-
-
-def measured_pick(
-    pool: list[tuple[float, UGraph]],
-    measure: Measure,
-    report: Report,
-    deadline: float = math.inf,
-    always: int = 1,
-    baselines: int = 1,
-    more: Iterable[tuple[float, UGraph]] = (),
-) -> tuple[float, UGraph]:
-    """Time every candidate of ``pool`` (the input first), then those ``more``
-    gives, and keep the fastest; once the next would end past ``deadline``
-    (each is expected to take the mean time of those before it) only the
-    first ``always`` (the input, the default builds, the search's cheapest of
-    two kernel counts) are still timed, and ``more`` is not asked for
-    another (it may verify each as it is asked). Past ``deadline`` the tuner
-    gives a candidate's kernels their default settings, but not the first
-    ``baselines`` (the input and the default builds). A measure with
-    ``prepare`` gets the first ``always`` ahead, to compile them all at once.
-    What a measure could not build or run goes to the report's
-    ``failures``."""
-    from mirage_xdsl.ir.printing import module_text
-
-    describe = getattr(measure, "describe", None)
-    more = iter(more)
-    timed = []
-    if time.monotonic() > deadline and len(pool) > always:
-        pool = pool[:always]
-        report.stopped = report.stopped or "budget"
-    modules = [to_module(graph) for _, graph in pool]
-    if prepare := getattr(measure, "prepare", None):
-        # compiled ahead together: only those timed whatever the clock says
-        # (the rest build as they are timed, where the deadline can stop them;
-        # compiling all ahead took 96 s of the 8B MLP segment's 33 s share)
-        prepare(modules[:always])
-    pool = list(pool)
-    began = time.monotonic()
-    for i in itertools.count():
-        # a candidate takes about as long to build and time as those before it
-        # (compiling and tuning dominate): stop where the next would overrun
-        each = (time.monotonic() - began) / i if i else 0.0
-        if i >= always and time.monotonic() + each > deadline:
-            report.stopped = report.stopped or "budget"
-            break
-        if i == len(pool):
-            following = next(more, None)
-            if following is None:
-                break
-            pool.append(following)
-            modules.append(to_module(following[1]))
-        (cost, graph), module = pool[i], modules[i]
-        # past the deadline a candidate's kernels get default settings; the
-        # first ``baselines`` (the input and the default builds) are tuned in
-        # full whatever the clock says: every other candidate must beat them,
-        # and an input timed with default settings made a slower candidate
-        # look faster
-        until = deadline if i >= baselines else math.inf
-        with timing_until(until):
-            seconds = measure(module)
-        late = time.monotonic() > until  # tuned, at least in part, by default
-        entry = {
-            "input": i == 0,
-            "kernels": graph.kernels,
-            "cost_us": cost * 1e6,
-            "program": module_text(module),
-            **({"past_deadline": True} if late else {}),
-        }
-        entry.update(describe() if describe else {"time_us": seconds * 1e6})
-        what = "the input" if i == 0 else f"candidate {i} ({graph.kernels} kernels)"
-        report.failures += [f"timing {what}: {f}" for f in entry.pop("failures", ())]
-        report.measured.append(entry)
-        timed.append((seconds, i))
-    _, best = min(timed)
-    if unmeasured := getattr(measure, "fallback", ""):
-        # The device's figures could not be trusted (``runtime/timer.py``):
-        # the cost model chooses, and the result is not cached as measured.
-        report.failures.append(f"measured selection: {unmeasured}")
-        report.stopped = report.stopped or "GPU unreliable, the cost model chose"
-        best = min((pool[i][0], pool[i][1].kernels, i) for _, i in timed)[2]
-    report.measured[best]["chosen"] = True
-    report.measured_by = str(getattr(measure, "key", "measure"))
-    return pool[best]
