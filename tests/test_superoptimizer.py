@@ -11,6 +11,7 @@ be interrupted there (the cost bound, which would skip that depth, is off).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -117,7 +118,7 @@ def test_a_longer_search_weighs_the_shorter_ones_pick_as_a_baseline(
     real_pick = superoptimizer.pick
 
     def pick(*args):
-        given.append(args[-1])  # ``previous``
+        given.append(inspect.signature(real_pick).bind(*args).arguments["previous"])
         return real_pick(*args)
 
     monkeypatch.setattr(superoptimizer, "pick", pick)

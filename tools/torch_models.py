@@ -200,6 +200,7 @@ def segments(found: MirageFunction) -> list[dict]:
                         "kernels": m.get("kernels"),
                         "cost_us": round(m.get("cost_us", 0.0), 1),
                         "time_us": m.get("time_us"),
+                        "wall_s": m.get("wall_s"),
                         **({"past_deadline": True} if m.get("past_deadline") else {}),
                     }
                     for m in r.measured

@@ -108,6 +108,7 @@ class Timings:
         self.seconds.append(seconds)
         self._spend(getting, measuring=False)
         self._spend(time.monotonic() - began)
+        record["wall_s"] = round(getting + time.monotonic() - began, 2)
 
     def best(self) -> Entry:
         """The fastest timed candidate, marked chosen in the report; the
