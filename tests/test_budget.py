@@ -99,8 +99,8 @@ def test_a_segmented_search_ends_within_its_budget():
 
 def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
     from mirage_xdsl.search.budget import past_timing_deadline
-    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.ugraph import from_function
 
     graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
@@ -144,8 +144,8 @@ def test_timing_past_the_deadline_keeps_to_the_input_and_default_builds():
 
 
 def test_timing_stops_where_the_next_candidate_would_overrun_the_deadline():
-    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.ugraph import from_function
 
     graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
@@ -165,8 +165,8 @@ def test_timing_stops_where_the_next_candidate_would_overrun_the_deadline():
 
 
 def test_candidates_given_one_by_one_are_asked_for_only_when_they_can_be_timed():
-    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.report import Report
+    from mirage_xdsl.search.timing import measured_pick
     from mirage_xdsl.search.ugraph import from_function
 
     graph = from_function(entry_function(WORKLOADS["gqa"].build(1)))
@@ -254,47 +254,3 @@ def test_a_measured_search_covers_the_cost_models_space_first(monkeypatch):
     calls.clear()
     stopping = ""
     assert generate(1.0) == ["pass 1"] and calls == [(100, 1.0)]
-
-
-def test_a_measured_search_times_its_input_first_and_keeps_what_timing_costs(
-    monkeypatch,
-):
-    from mirage_xdsl.search import superoptimizer
-    from mirage_xdsl.search.budget import MEASURED_RESERVE, RESERVE, choosing_seconds
-    from mirage_xdsl.search.ranking import ALWAYS_TIMED
-    from mirage_xdsl.search.superoptimizer import superoptimize_function
-
-    events: list[tuple[str, float]] = []
-
-    def generate(text, options, deadline, *rest):
-        events.append(("generate", deadline))
-        return []
-
-    monkeypatch.setattr(superoptimizer, "_generate", generate)
-
-    class Measure:  # building and timing a candidate takes `pause` seconds
-        def __init__(self, pause: float):
-            self.pause = pause
-
-        def __call__(self, module):
-            time.sleep(self.pause)
-            events.append(("time", time.monotonic()))
-            return 1.0
-
-    def search(pause: float) -> float:
-        events.clear()
-        started = time.monotonic()
-        superoptimize_function(
-            entry_function(WORKLOADS["gqa"].build(1)),
-            measure=Measure(pause),
-            cache_dir="none",
-            options=superoptimizer.SearchOptions(budget=4.0, jobs=1),
-        )
-        assert [e for e, _ in events] == ["time", "generate"]  # the input first
-        return events[1][1] - started
-
-    # slow timing: generation leaves the always-timed candidates as long each
-    assert choosing_seconds(4.0, 1.0, ALWAYS_TIMED) == RESERVE * 4.0 + 2 * 1.0
-    assert search(1.0) == pytest.approx(4.0 - (RESERVE * 4.0 + 2 * 1.0), abs=0.3)
-    # fast timing: never less than the fixed part
-    assert search(0.0) == pytest.approx(4.0 * (1 - MEASURED_RESERVE), abs=0.3)

@@ -6,9 +6,7 @@ far. :class:`Stop` holds why it stopped; SIGINT and SIGTERM set it (a second
 one aborts), as does a worker process that dies (``pool.py``).
 
 A search keeps part of its budget (:func:`reserve`) to verify and time
-what it found: generation ends early enough for that. When a GPU decides,
-the input is timed first and the part kept follows what that took
-(:func:`choosing_seconds`). Timing a candidate
+what it found: generation ends early enough for that. Timing a candidate
 tunes its kernels, which can take longer than everything before it; past
 the search's deadline (:func:`timing_until`) the tuner gives a kernel it
 has no choice for its default settings instead (``runtime/autotune.py``).
@@ -89,18 +87,6 @@ backends, more when Triton tunes)."""
 def reserve(measure: object | None) -> float:
     """The fraction of a search's budget kept for choosing its result."""
     return RESERVE if measure is None else MEASURED_RESERVE
-
-
-def choosing_seconds(budget: float, each: float, timed: int) -> float:
-    """Seconds of a measured search's budget kept for choosing its result,
-    once its input has been timed and that took ``each`` seconds: enough
-    for the ``timed`` candidates timed whatever the clock says, each taking
-    as long, beside :data:`RESERVE` for verifying them, and never less than
-    :data:`MEASURED_RESERVE`. The batch-8 decode attention over 4096 keys
-    took 8.5 s a candidate on the H100's host, and timing its three
-    always-timed candidates ended its search 13.7 s past a 40.6 s share,
-    where the fixed part had kept 16.2 s."""
-    return max(MEASURED_RESERVE * budget, RESERVE * budget + timed * each)
 
 
 FLOOR = 0.5

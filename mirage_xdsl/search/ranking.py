@@ -31,7 +31,7 @@ from mirage_xdsl.search.optimizer import optimize
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.report import Candidate, Report
 from mirage_xdsl.search.screening import verified, verifying
-from mirage_xdsl.search.timing import Entry, Measure, Timings, measured_pick
+from mirage_xdsl.search.timing import Entry, Measure, measured_pick
 from mirage_xdsl.search.ugraph import UGraph
 
 MEASURED_SLACK = 2.0
@@ -98,18 +98,12 @@ def pick(
     report: Report,
     deadline: float = math.inf,
     previous: UGraph | None = None,
-    timings: Timings | None = None,
 ) -> tuple[float, UGraph]:
     """The chosen candidate (or the input) and its cost, chosen by
     ``deadline``. The :func:`baselines` are always in the pool; on a GPU
     they and the search's :data:`ALWAYS_TIMED` cheapest candidates are timed
-    even past the deadline, the baselines tuned in full. ``timings`` holds
-    the baselines already timed (``timing.timed_baselines``)."""
-    base = (
-        list(timings.pool)
-        if timings is not None
-        else baselines(program, input_graph, input_cost, options, report, previous)
-    )
+    even past the deadline, the baselines tuned in full."""
+    base = baselines(program, input_graph, input_cost, options, report, previous)
     top = (
         options.verify_top
         if measure is None
@@ -137,7 +131,7 @@ def pick(
         lead = list(itertools.islice(stream, ALWAYS_TIMED))
         pool = [*base, *lead]
         return measured_pick(
-            pool, measure, report, deadline, len(pool), len(base), stream, timings
+            pool, measure, report, deadline, len(pool), len(base), stream
         )
 
 

@@ -16,10 +16,7 @@
 
 Generation stops when all but the search's reserve of its budget is spent
 (``budget.reserve``), so what it found can still be verified and timed; the
-choosing keeps to the whole budget. With ``measure`` the input and the
-default builds are timed before generation starts (``timing.py``), and the
-reserve covers timing the candidates always timed, each taking as long
-(``budget.choosing_seconds``). Every phase looks at the clock: making
+choosing keeps to the whole budget. Every phase looks at the clock: making
 the tasks of a depth, costing prefixes, running tasks, verifying, timing.
 
 Results are processed in task order and ties broken by program text, so the
@@ -53,24 +50,17 @@ from mirage_xdsl.search import cost_model
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_layout import Layout
 from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
-from mirage_xdsl.search.budget import Stop, choosing_seconds, reserve, signals
+from mirage_xdsl.search.budget import Stop, reserve, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
 from mirage_xdsl.search.dispatch import executor_for
 from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
-from mirage_xdsl.search.ranking import (
-    ALWAYS_TIMED,
-    Measure,
-    baselines,
-    pick,
-    slack,
-)
+from mirage_xdsl.search.ranking import Measure, pick, slack
 from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.task import Prefix, Task
-from mirage_xdsl.search.timing import timed_baselines
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
 
@@ -292,25 +282,20 @@ def superoptimize_function(
     progress = progress or Progress()
     stop = Stop()
     with signals(stop):
-        timings = None
-        generation_end = start + options.budget * (1.0 - reserve(measure))
-        if measure is not None:  # the baselines first: choosing costs what they did
-            progress.update("timing the input", True)
-            base = baselines(
-                program, input_graph, input_cost, options, report, previous
-            )
-            timings = timed_baselines(base, measure, report)
-            kept = choosing_seconds(options.budget, timings.each, ALWAYS_TIMED)
-            generation_end = start + options.budget - kept
-        began = time.monotonic()
         candidates = (
             _generate(
-                text, options, generation_end, stop, progress, report, slack(measure)
+                text,
+                options,
+                start + options.budget * (1.0 - reserve(measure)),
+                stop,
+                progress,
+                report,
+                slack(measure),
             )
             if enumerable(input_graph)
             else []
         )
-        report.phases["search"] = time.monotonic() - began
+        report.phases["search"] = time.monotonic() - start
         progress.update("verifying" + (" and measuring" if measure else ""), True)
         best_cost, best = pick(
             program,
@@ -323,7 +308,6 @@ def superoptimize_function(
             report,
             start + options.budget,
             previous,
-            timings,
         )
         progress.close()
     report.best_cost = best_cost
