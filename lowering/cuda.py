@@ -22,7 +22,6 @@ from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
 from mirage_xdsl.dialects import kernel
-from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
@@ -36,16 +35,12 @@ def lowered(module: ModuleOp) -> ModuleOp:
     """A GPU-level copy of ``module``, lowering only what is not lowered yet."""
     if any(isinstance(op, gpu.ModuleOp) for op in module.ops):
         return module
-    from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.default_customize import customize_bare_ops
     from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
     module = module.clone()
     ctx = make_context()
-    if any(
-        isinstance(op, t.TensorOp) and op.name.startswith("kernel.")
-        for op in module.walk()
-    ):
-        DefaultCustomizePass().apply(ctx, module)
+    customize_bare_ops(module, ctx)
     if any(isinstance(op, kernel.CustomizedOp) for op in module.walk()):
         FuseThreadGraphsPass().apply(ctx, module)
     LowerToGpuPass().apply(ctx, module)

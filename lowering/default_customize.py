@@ -435,3 +435,22 @@ class DefaultCustomizePass(ModulePass):
                 continue
             new = customize(inner)
             Rewriter.replace_op(inner, new, new.results)
+
+
+def has_bare_ops(module: ModuleOp) -> bool:
+    """Whether ``module`` holds a kernel op with no kernel of its own yet
+    (a library op, not an alias of its operand's buffer)."""
+    return any(
+        isinstance(op, t.TensorOp)
+        and op.name.startswith("kernel.")
+        and not is_alias(op)
+        for op in module.walk()
+    )
+
+
+def customize_bare_ops(module: ModuleOp, ctx: Context) -> None:
+    """Give each bare kernel op of ``module`` its default kernel, in place: what
+    every code generator does first, since a search may keep its input (a
+    program of library ops) when nothing it found was faster."""
+    if has_bare_ops(module):
+        DefaultCustomizePass().apply(ctx, module)

@@ -45,6 +45,7 @@ from mirage_xdsl.lowering.aliases import (
     storage_of,
 )
 from mirage_xdsl.lowering.cuda_printer import strides_of
+from mirage_xdsl.lowering.default_customize import customize_bare_ops
 from mirage_xdsl.lowering.kernel_lowering import KernelLowering
 
 KERNELS = "kernels"
@@ -182,8 +183,9 @@ class LowerToGpuPass(ModulePass):
     becomes a host function taking its inputs and outputs as memrefs that
     allocates intermediates and issues ``gpu.launch_func`` in order; a
     ``kernel.reshape`` becomes a ``memref.reinterpret_cast`` of its operand's
-    buffer. Other bare kernel ops must have been customized first
-    (``default-customize``).
+    buffer. Other bare kernel ops (a search that kept its input leaves its
+    library ops) get their default kernels first (``default-customize``), as
+    the Triton target's do.
     """
 
     name = "lower-to-gpu"
@@ -192,6 +194,7 @@ class LowerToGpuPass(ModulePass):
         functions = [f for f in op.ops if isinstance(f, func.FuncOp)]
         if not functions:
             return
+        customize_bare_ops(op, ctx)
         kernels = Block()
         for fn in functions:
             host = lower_function(fn, kernels)

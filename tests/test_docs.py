@@ -249,5 +249,8 @@ def test_readme_first_command_superoptimizes_and_verifies(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"superoptimize @\w+: .* explored", done.stderr), done.stderr
-    assert "kernel.customized" in done.stdout
+    # ranked by the cost model, the search's pick; timed on a GPU, the
+    # input (the default lowering) may be the fastest and is kept
+    timed = re.search(r"measured [\d.]+ us", done.stderr)
+    assert "kernel.customized" in done.stdout or timed, done.stderr
     assert "verdict: equivalent" in done.stdout
