@@ -41,6 +41,39 @@ def test_space_has_stages_only_where_a_loop_pipelines_a_dot(program) -> None:
     }
 
 
+def test_tuning_chooses_warps_then_stages_where_a_dot_is_pipelined(
+    program, tmp_path, monkeypatch
+) -> None:
+    """Each form at each warp count first, at the default stages; then the
+    fastest's other stages where it is the tensor-core form over a loop:
+    what is timed is a part of the whole space, and the choice the fastest
+    of it."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", lambda job: _binary(job[2].key()))
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    (matmul,) = program.kernels
+    dot = next(c for c in autotune.first_round(matmul) if c.variant == matmul.name)
+    fastest = autotune.KernelConfig(dot.variant, dot.num_warps, 5)
+
+    def timer(kernel, binary):  # the dot form at these warps, 5 stages, wins
+        timed.append(binary.name)
+        config = next(c for c in autotune.space(matmul) if c.key() == binary.name)
+        warps_off = config.variant != dot.variant or config.num_warps != dot.num_warps
+        return 10.0 * warps_off + abs(config.num_stages - 5) + 1.0
+
+    timed: list[str] = []
+    chosen = autotune.tune("src", [matmul], "GPU", timer)
+    first = [c.key() for c in autotune.first_round(matmul)]
+    second = [c.key() for c in autotune.second_round(matmul, dot)]
+    assert timed == first + second
+    assert set(timed) < {c.key() for c in autotune.space(matmul)}
+    assert chosen[matmul.name][0] == fastest
+    # a form without tl.dot has no second round
+    fma = next(c for c in autotune.first_round(matmul) if c.variant != matmul.name)
+    assert autotune.second_round(matmul, fma) == []
+
+
 @pytest.mark.parametrize(
     "tile, warps", [(64, (1, 2, 4)), (256, (1, 2, 4, 8)), (4096, autotune.WARPS)]
 )
@@ -52,19 +85,19 @@ def test_warps_are_those_the_largest_tile_keeps_busy(program, tile, warps) -> No
     assert {c.num_warps for c in autotune.space(kernel)} == set(warps)
 
 
-def test_pending_is_the_cached_choice_else_the_whole_space(
+def test_pending_is_the_cached_choice_else_the_first_round(
     program, tmp_path, monkeypatch
 ) -> None:
     monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
     kernels = list(program.kernels)
     first, *rest = kernels
     whole = autotune.pending(kernels, "GPU")
-    assert len(whole) == sum(len(autotune.space(k)) for k in kernels)
+    assert len(whole) == sum(len(autotune.first_round(k)) for k in kernels)
     choice = autotune.space(first)[-1]
     autotune.store_choice(autotune.tune_key(first, "GPU"), choice, {})
     after = autotune.pending(kernels, "GPU")
     assert [c for k, c in after if k is first] == [choice]
-    assert len(after) == 1 + sum(len(autotune.space(k)) for k in rest)
+    assert len(after) == 1 + sum(len(autotune.first_round(k)) for k in rest)
     # another GPU has no choice yet
     assert len(autotune.pending(kernels, "other GPU")) == len(whole)
 
@@ -145,8 +178,10 @@ def test_past_the_search_deadline_a_kernel_gets_its_default_settings_unkept(
     assert timed == [c.key() for _, c in late]
     assert chosen[kernel.name][0] == default  # the first timed, the fastest
     assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is None
-    # within the deadline the whole space is timed and the choice kept
+    # within the deadline both rounds are timed and the choice kept
+    timed.clear()
     with timing_until(time.monotonic() + 60):
         autotune.tune("src", [kernel], "GPU", timer)
-    assert len(timed) == len(late) + len(autotune.space(kernel))
+    first = autotune.first_round(kernel)
+    assert timed[: len(first)] == [c.key() for c in first]
     assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is not None
