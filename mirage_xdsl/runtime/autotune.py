@@ -86,9 +86,13 @@ def second_round(kernel: TritonKernel, best: KernelConfig) -> list[KernelConfig]
     """The settings tuning times next, given the first round's fastest: its
     form and warps with each other count of :data:`STAGES`, where that form
     pipelines a ``tl.dot`` over a loop (none otherwise). Warps and stages
-    are chosen one after the other, not together: a kernel of the batch-8
-    decode attention, whose whole :func:`space` is 43 settings, took 15.0 s
-    to tune on the H100's host, where its input of 9 kernels took 3.5 s."""
+    are chosen one after the other, not together: the batch-8 decode
+    attention's 8-head form, whose first kernel's whole :func:`space` is 30
+    settings (10 so), took 22.1 s to tune with all of them on the H100's
+    host and 15.2 s so, and ran as fast (41.1 and 40.6 µs). Trying the other stages
+    at the two fastest warp counts as well saved less (26.8 s against 16.2
+    in another run, 41.1 µs against 42.0), and nothing on other programs
+    (``docs/bench/tune_rounds_h100*.json``)."""
     if best.variant not in kernel.dot_variants or kernel.forloop <= 1:
         return []
     return [
