@@ -89,10 +89,10 @@ def second_round(kernel: TritonKernel, best: KernelConfig) -> list[KernelConfig]
     are chosen one after the other, not together: the batch-8 decode
     attention's 8-head form, whose first kernel's whole :func:`space` is 30
     settings (10 so), took 22.1 s to tune with all of them on the H100's
-    host and 15.2 s so, and ran as fast (41.1 and 40.6 µs). Trying the other stages
-    at the two fastest warp counts as well saved less (26.8 s against 16.2
-    in another run, 41.1 µs against 42.0), and nothing on other programs
-    (``docs/bench/tune_rounds_h100*.json``)."""
+    host and 15.2 s so, and ran as fast (41.1 and 40.6 µs). Trying the
+    other stages at the two fastest warp counts as well saved less (26.8 s
+    against 16.2 in another run, 41.1 µs against 42.0), and nothing on
+    other programs (``docs/bench/tune_rounds_h100*.json``)."""
     if best.variant not in kernel.dot_variants or kernel.forloop <= 1:
         return []
     return [
