@@ -30,6 +30,7 @@ from xdsl.ir import SSAValue
 from xdsl.utils.target import Target
 
 from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.aliases import (
@@ -101,18 +102,18 @@ def customized_module(module: ModuleOp) -> ModuleOp:
     """A copy of ``module`` whose functions hold only ``kernel.customized`` ops
     (and reshapes); kernels read a transpose's or a slice's operand in place
     where they can (``fold-transposes``, ``fold-slices``)."""
-    from mirage_xdsl.lowering.default_customize import (
-        customize_bare_ops,
-        has_bare_ops,
-    )
+    from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
     from mirage_xdsl.lowering.fold_slices import FoldSlicesPass
     from mirage_xdsl.lowering.fold_transposes import FoldTransposesPass
 
     module = module.clone()
-    if has_bare_ops(module):
+    if any(
+        isinstance(op, t.TensorOp) and op.name.startswith("kernel.")
+        for op in module.walk()
+    ):
         FoldTransposesPass().apply(make_context(), module)
         FoldSlicesPass().apply(make_context(), module)
-        customize_bare_ops(module, make_context())
+        DefaultCustomizePass().apply(make_context(), module)
     return module
 
 
