@@ -201,17 +201,11 @@ class GpuMeasure:
         backends = "+".join(self.backends)
         return f"gpu:{torch.cuda.get_device_name()}:triton-{version}:{backends}"
 
-    def begin(self) -> None:
-        """A new selection: the GPU is trusted again, nothing is compiled."""
-        self.fallback = ""
-        self._lowered = {}
-
     def prepare(self, modules: Sequence[Any]) -> None:
-        """Compile modules the search will time next, before timing them."""
+        """Compile every module the search will time, before timing any."""
+        self.fallback = ""
         programs = precompile(modules, self.backends)
-        self._lowered.update(
-            {id(m): (m, p) for m, p in zip(modules, programs, strict=True)}
-        )
+        self._lowered = {id(m): (m, p) for m, p in zip(modules, programs, strict=True)}
 
     def __call__(self, module: Any) -> float:
         if self._timer is None:

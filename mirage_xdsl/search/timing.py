@@ -27,10 +27,9 @@ Measure = Callable[[ModuleOp], float]
 measure may also have ``key`` (what its timings depend on; measured results
 are cached under it), ``describe()`` (details of its last timing, with
 ``failures``: a line per backend that could not build or run it) and
-``prepare(modules)`` (given the modules timed whatever the deadline, to
-compile them together before the first of them is timed), ``begin()`` (a
-new selection starts) and ``fallback`` (why its figures could not be
-trusted during this selection: the cost model chooses)."""
+``prepare(modules)`` (given the modules timed whatever the deadline, the input
+and the default builds, before the first is timed) and
+``fallback`` (why its figures could not be trusted: the cost model chooses)."""
 
 Entry = tuple[float, UGraph]
 """A candidate: its cost by the model, and the µGraph."""
@@ -50,8 +49,6 @@ class Timings:
         """Wall seconds spent getting and timing them."""
         self._ready: dict[int, ModuleOp] = {}
         """Modules compiled ahead, by the position they will be timed at."""
-        if begin := getattr(measure, "begin", None):
-            begin()
 
     @property
     def each(self) -> float:
