@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from mirage_xdsl.cpus import usable_cpus
 from mirage_xdsl.gpu_target import H100
 from mirage_xdsl.lowering.triton import TritonKernel
 from mirage_xdsl.runtime.cache import default_cache_dir
@@ -43,7 +44,6 @@ from mirage_xdsl.runtime.triton_compile import (
     triton_version,
 )
 from mirage_xdsl.search.budget import past_timing_deadline
-from mirage_xdsl.search.options import usable_cpus
 
 WARPS = (1, 2, 4, 8, 16)
 """Warps per block the autotuner may give a kernel: as few as its largest
