@@ -3,6 +3,8 @@ tuner and program timer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mirage_xdsl.ir.builder import new_kernel_graph
@@ -61,7 +63,7 @@ def test_dot_form_kept_where_the_program_runs_faster_so(
     )
     assert chosen[partial.name][0].variant == partial.name
     assert chosen[combine.name][0].variant == combine.name
-    assert tuned_kernels == [[partial.name]] and "keeping tl.dot" in logged[0]
+    assert tuned_kernels == [[partial.name]] and f"moving {partial.name}" in logged[0]
 
     # the verdict is cached: the next build times nothing
     def no_timing(chosen):
@@ -69,6 +71,78 @@ def test_dot_form_kept_where_the_program_runs_faster_so(
 
     again = program_forms.pick_forms(program, _tuned(program), "GPU", tune, no_timing)
     assert again[partial.name][0].variant == partial.name
+
+
+def test_other_forms_taken_where_the_tuned_dot_form_runs_slower(
+    program, tmp_path, monkeypatch
+) -> None:
+    """The other way: the tuner chose ``tl.dot``, the program runs faster with
+    the kernel's other forms (tuned among themselves)."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    partial = program.kernels[0]
+    dots = _chosen(program.kernels, lambda k: k.variants[0])
+
+    def tune(kernels):
+        assert [k.name for k in kernels] == [partial.name]
+        assert kernels[0].variants == partial.variants[1:]
+        assert kernels[0].text.endswith(program_forms.OTHERS_ONLY)
+        return _chosen(kernels, lambda k: k.variants[-1])
+
+    def time_program(chosen):
+        return 40.5 if chosen[partial.name][0].variant == partial.name else 32.4
+
+    chosen = program_forms.pick_forms(program, dots, "GPU", tune, time_program)
+    assert chosen[partial.name][0].variant == partial.variants[-1]
+    moved = program_forms.cached_verdict(program_forms.verdict_key(program, "GPU"))
+    assert moved == [partial.name]
+
+
+def test_each_kernel_moves_only_where_the_program_gains(tmp_path, monkeypatch) -> None:
+    """Kernels are tried one by one: a move that slows the program is undone,
+    and the next is tried on the best choice so far."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    g = new_kernel_graph("two")
+    x = g.new_input((1, 2048))
+    g.mark_output(
+        g.matmul(g.matmul(x, g.new_input((2048, 2048))), g.new_input((2048, 3072)))
+    )
+    program = generate_triton(g.module())
+    kernels = program_forms.movable(program)
+    assert len(kernels) == 2
+    first, second = kernels
+    dots = _chosen(program.kernels, lambda k: k.variants[0])
+
+    def tune(ks):
+        return _chosen(ks, lambda k: k.variants[-1])
+
+    def time_program(chosen):
+        moved = {n for n, (c, _) in chosen.items() if "_" in c.variant.removeprefix(n)}
+        return {frozenset(): 10.0, frozenset({first.name}): 12.0}.get(
+            frozenset(moved), 9.0 if second.name in moved else 99.0
+        )
+
+    chosen = program_forms.pick_forms(program, dots, "GPU", tune, time_program)
+    assert chosen[first.name][0].variant == first.variants[0]
+    assert chosen[second.name][0].variant == second.variants[-1]
+
+
+def test_past_the_deadline_no_verdict_is_kept(program, tmp_path, monkeypatch) -> None:
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    partial = program.kernels[0]
+
+    def tune(kernels):
+        return _chosen(kernels, lambda k: k.variants[0])
+
+    def time_program(chosen):
+        return 9.0 if chosen[partial.name][0].variant == partial.name else 8.0
+
+    with timing_until(0.0):
+        program_forms.pick_forms(program, _tuned(program), "GPU", tune, time_program)
+    assert (
+        program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) is None
+    )
 
 
 def test_tuned_forms_kept_where_they_run_faster(program, tmp_path, monkeypatch) -> None:
@@ -88,13 +162,15 @@ def test_tuned_forms_kept_where_they_run_faster(program, tmp_path, monkeypatch) 
 
 
 def test_nothing_to_choose_times_nothing(program) -> None:
-    """All kernels in tl.dot form, or a program of one kernel: no timing."""
+    """Every kernel of one form, or a program of one kernel: no timing."""
 
     def never(*_):
         raise AssertionError("called")
 
-    dots = _chosen(program.kernels, lambda k: k.variants[0])
-    assert program_forms.pick_forms(program, dots, "GPU", never, never) is dots
+    partial, combine = program.kernels
+    fixed = replace(program, kernels=(program_forms.dot_only(partial), combine))
+    dots = _chosen(fixed.kernels, lambda k: k.variants[0])
+    assert program_forms.pick_forms(fixed, dots, "GPU", never, never) is dots
     one = generate_triton(WORKLOADS["rmsnorm_linear"].module(1, 16))
     assert len(one.kernels) == 1
     tuned = _chosen(one.kernels, lambda k: k.variants[-1])

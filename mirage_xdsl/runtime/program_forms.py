@@ -2,17 +2,31 @@
 
 The autotuner times each kernel alone (``autotune.tune``), so it cannot see
 how kernels overlap when they run one after another with programmatic
-dependent launch. On an H100 the split-K pair of a one-row projection
-(partial products, then a kernel summing them) ran 2048x3072 in 8.6 µs with
-the partial kernel in its ``tl.dot`` form and 11.9 µs in its multiply-and-sum
-form, although that form was the faster kernel alone (8.6 against 9.2 µs);
-without programmatic launch the two took the same time.
+dependent launch: a kernel launched early holds SMs (and their shared
+memory) while it waits for the one before it, and it reads what it can
+before waiting. The faster form alone is not always the faster form in the
+program, either way:
 
-So where the tuned choice puts a kernel of a program of several kernels in a
-form other than ``tl.dot``, :func:`pick_forms` also tunes those kernels in
-their ``tl.dot`` form only, times both whole programs (as measured selection
-times a program) and keeps the faster. The verdict is cached beside the
-tuner's choices, keyed by the program's source and the GPU.
+- on an H100 the split-K pair of a one-row projection (partial products,
+  then a kernel summing them) ran 2048x3072 in 8.6 µs with the partial
+  kernel in its ``tl.dot`` form and 11.9 µs in its multiply-and-sum form,
+  although that form was the faster kernel alone (8.6 against 9.2 µs);
+  without programmatic launch the two took the same time;
+- the other way, a one-row gate and up projection (a split partial kernel,
+  then a kernel reading its partials and the second weight) ran in 40.5 µs
+  as tuned, its first kernel in ``tl.dot`` form (16.3 µs alone), and in 32.4
+  µs with that kernel in its multiply-and-sum form (30.2 µs alone), whose
+  blocks leave room for the second kernel's to load their weights beside
+  them (``docs/bench/program_forms_h100.json``).
+
+So for a program of several kernels, :func:`pick_forms` tunes each kernel
+with more than one form in the other family too (``tl.dot``, its first
+form, where the tuner chose another; the others where it chose ``tl.dot``),
+then, kernel by kernel, times the whole program (as measured selection
+times a program) with that kernel moved to its other family, and keeps
+each move that makes the program faster. The verdict (the kernels moved) is
+cached beside the tuner's choices, keyed by the program's source and the
+GPU.
 """
 
 from __future__ import annotations
@@ -23,19 +37,23 @@ from dataclasses import replace
 from mirage_xdsl.lowering.triton import TritonKernel, TritonProgram
 from mirage_xdsl.runtime import autotune
 from mirage_xdsl.runtime.triton_compile import KernelConfig, TritonBinary
+from mirage_xdsl.search.budget import past_timing_deadline
 
 Chosen = dict[str, tuple[KernelConfig, TritonBinary]]
 
 DOT_ONLY = "\n# the tl.dot form only\n"
 """Appended to a kernel's text to key its ``tl.dot``-only tuning apart."""
 
+OTHERS_ONLY = "\n# the forms other than tl.dot only\n"
+"""Appended to a kernel's text to key the tuning of its other forms apart."""
 
-def other_forms(program: TritonProgram, chosen: Chosen) -> list[TritonKernel]:
-    """The kernels whose chosen form is not ``tl.dot`` (their first form), in a
-    program of several kernels (alone, a kernel's tuning is the whole story)."""
+
+def movable(program: TritonProgram) -> list[TritonKernel]:
+    """The kernels whose form may move, in a program of several kernels
+    (alone, a kernel's tuning is the whole story): those with more than one."""
     if len(program.kernels) < 2:
         return []
-    return [k for k in program.kernels if chosen[k.name][0].variant != k.variants[0]]
+    return [k for k in program.kernels if len(k.variants) > 1]
 
 
 def dot_only(kernel: TritonKernel) -> TritonKernel:
@@ -49,19 +67,39 @@ def dot_only(kernel: TritonKernel) -> TritonKernel:
     )
 
 
+def others_only(kernel: TritonKernel) -> TritonKernel:
+    """``kernel`` with its forms other than ``tl.dot`` (all but its first),
+    tuned under a key of its own."""
+    others = kernel.variants[1:]
+    return replace(
+        kernel,
+        variants=others,
+        dot_variants=tuple(v for v in kernel.dot_variants if v in others),
+        text=kernel.text + OTHERS_ONLY,
+    )
+
+
+def other_family(kernel: TritonKernel, chosen: Chosen) -> TritonKernel:
+    """``kernel`` restricted to the forms of the family its choice is not in."""
+    in_dot = chosen[kernel.name][0].variant == kernel.variants[0]
+    return others_only(kernel) if in_dot else dot_only(kernel)
+
+
 def verdict_key(program: TritonProgram, gpu: str) -> str:
-    return autotune.entry_key(program.source, gpu, "forms")
+    return autotune.entry_key(program.source, gpu, "forms", "per kernel")
 
 
-def cached_verdict(key: str) -> str | None:
-    """``"tuned"`` or ``"dot"`` if the program was timed both ways before."""
+def cached_verdict(key: str) -> list[str] | None:
+    """The kernels moved to their other family, if the program was timed so before."""
     data = autotune.read_entry(f"forms-{key}")
-    verdict = None if data is None else data.get("keep")
-    return verdict if verdict in ("tuned", "dot") else None
+    moved = None if data is None else data.get("moved")
+    if not isinstance(moved, list) or not all(isinstance(m, str) for m in moved):
+        return None
+    return moved
 
 
-def store_verdict(key: str, keep: str, timings: dict[str, float]) -> None:
-    autotune.write_entry(f"forms-{key}", {"keep": keep, "timings_us": timings})
+def store_verdict(key: str, moved: list[str], timings: dict[str, float]) -> None:
+    autotune.write_entry(f"forms-{key}", {"moved": moved, "timings_us": timings})
 
 
 def pick_forms(
@@ -72,28 +110,42 @@ def pick_forms(
     time_program: Callable[[Chosen], float],
     log: Callable[[str], None] | None = None,
 ) -> Chosen:
-    """``chosen``, or the same with the kernels not in ``tl.dot`` form put in
-    it where the whole program runs faster so (the module's docstring).
+    """``chosen``, with the kernels moved to their other family of forms
+    where the whole program runs faster so (the module's docstring).
     ``tune`` tunes kernels (``autotune.tune``); ``time_program`` gives the µs
     of one call of the program built from a choice."""
-    others = other_forms(program, chosen)
-    if not others:
+    kernels = movable(program)
+    if not kernels:
         return chosen
     key = verdict_key(program, gpu)
     verdict = cached_verdict(key)
-    if verdict == "tuned":
-        return chosen
-    dots = tune([dot_only(k) for k in others])
-    alternative = {**chosen, **dots}
-    if verdict == "dot":
-        return alternative
-    timings = {"tuned": time_program(chosen), "dot": time_program(alternative)}
-    keep = min(timings, key=lambda name: timings[name])
-    store_verdict(key, keep, timings)
+    if verdict is not None:
+        kernels = [k for k in kernels if k.name in verdict]
+        if not kernels:
+            return chosen
+    others = tune([other_family(k, chosen) for k in kernels])
+    if verdict is not None:
+        return {**chosen, **{k.name: others[k.name] for k in kernels}}
+    best = dict(chosen)
+    fastest = time_program(best)
+    timings = {"tuned": fastest}
+    moved: list[str] = []
+    for k in kernels:
+        trial = {**best, k.name: others[k.name]}
+        timings[k.name] = time_program(trial)
+        if timings[k.name] < fastest:
+            best, fastest = trial, timings[k.name]
+            moved.append(k.name)
+    if not past_timing_deadline():  # settings that were not tuned decide nothing
+        store_verdict(key, moved, timings)
     if log is not None:
+        tried = ", ".join(
+            f"{timings[k.name]:.1f} with {k.name} in {others[k.name][0].variant}"
+            for k in kernels
+        )
         log(
             f"forms of {program.function}: {timings['tuned']:.1f} µs as tuned, "
-            f"{timings['dot']:.1f} µs with tl.dot in {len(others)} kernel(s): "
-            f"keeping {'the tuned forms' if keep == 'tuned' else 'tl.dot'}"
+            f"{tried}: "
+            + (f"moving {', '.join(moved)}" if moved else "keeping the tuned forms")
         )
-    return chosen if keep == "tuned" else alternative
+    return best
