@@ -175,3 +175,27 @@ def test_nothing_to_choose_times_nothing(program) -> None:
     assert len(one.kernels) == 1
     tuned = _chosen(one.kernels, lambda k: k.variants[-1])
     assert program_forms.pick_forms(one, tuned, "GPU", never, never) is tuned
+
+
+def test_a_move_that_does_not_hold_up_is_dropped(
+    program, tmp_path, monkeypatch
+) -> None:
+    """Timed once more, the moved program is no faster: the tuned forms stay."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    partial = program.kernels[0]
+
+    def tune(kernels):
+        return _chosen(kernels, lambda k: k.variants[0])
+
+    times = iter([10.0, 9.0, 9.2, 9.6])  # tuned, moved; then each again
+
+    def time_program(chosen):
+        return next(times)
+
+    logged: list[str] = []
+    chosen = program_forms.pick_forms(
+        program, _tuned(program), "GPU", tune, time_program, logged.append
+    )
+    assert chosen[partial.name][0].variant == partial.variants[-1]
+    assert next(times, None) is None and "keeping the tuned forms" in logged[0]
+    assert program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) == []

@@ -24,7 +24,9 @@ with more than one form in the other family too (``tl.dot``, its first
 form, where the tuner chose another; the others where it chose ``tl.dot``),
 then, kernel by kernel, times the whole program (as measured selection
 times a program) with that kernel moved to its other family, and keeps
-each move that makes the program faster. The verdict (the kernels moved) is
+each move that makes the program faster; the moves stand if the program so
+moved is faster again when both are timed once more (timings of the same
+program differ by a few percent from one to the next). The verdict (the kernels moved) is
 cached beside the tuner's choices, keyed by the program's source and the
 GPU.
 """
@@ -136,6 +138,12 @@ def pick_forms(
         if timings[k.name] < fastest:
             best, fastest = trial, timings[k.name]
             moved.append(k.name)
+    if moved:
+        # timed once more, both: a move that does not hold up was noise
+        timings["tuned again"] = time_program(chosen)
+        timings["moved again"] = time_program(best)
+        if timings["moved again"] >= timings["tuned again"]:
+            best, moved = dict(chosen), []
     if not past_timing_deadline():  # settings that were not tuned decide nothing
         store_verdict(key, moved, timings)
     if log is not None:
