@@ -199,3 +199,28 @@ def test_a_move_that_does_not_hold_up_is_dropped(
     assert chosen[partial.name][0].variant == partial.variants[-1]
     assert next(times, None) is None and "keeping the tuned forms" in logged[0]
     assert program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) == []
+
+
+def test_a_kernel_whose_other_forms_do_not_compile_keeps_its_form(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    g = new_kernel_graph("two")
+    x = g.new_input((1, 2048))
+    y = g.matmul(g.matmul(x, g.new_input((2048, 2048))), g.new_input((2048, 3072)))
+    g.mark_output(y)
+    program = generate_triton(g.module())
+    first, second = program_forms.movable(program)
+    dots = _chosen(program.kernels, lambda k: k.variants[0])
+
+    def tune(ks):
+        if any(k.name == first.name for k in ks):
+            raise RuntimeError(f"no setting of kernel '{first.name}' compiled")
+        return _chosen(ks, lambda k: k.variants[-1])
+
+    def time_program(chosen):
+        return 9.0 if chosen[second.name][0].variant != second.name else 10.0
+
+    chosen = program_forms.pick_forms(program, dots, "GPU", tune, time_program)
+    assert chosen[first.name][0].variant == first.variants[0]
+    assert chosen[second.name][0].variant == second.variants[-1]

@@ -87,6 +87,28 @@ def other_family(kernel: TritonKernel, chosen: Chosen) -> TritonKernel:
     return others_only(kernel) if in_dot else dot_only(kernel)
 
 
+def tuned_others(
+    kernels: list[TritonKernel],
+    chosen: Chosen,
+    tune: Callable[[list[TritonKernel]], Chosen],
+) -> Chosen:
+    """Each kernel tuned in its :func:`other_family`, all at once; where one
+    has no setting in that family that compiles (a form that needs more
+    registers or shared memory than a block has), one by one, leaving out
+    those that fail: such a kernel keeps its form."""
+    try:
+        return tune([other_family(k, chosen) for k in kernels])
+    except RuntimeError:
+        pass
+    out: Chosen = {}
+    for k in kernels:
+        try:
+            out.update(tune([other_family(k, chosen)]))
+        except RuntimeError:
+            continue
+    return out
+
+
 def verdict_key(program: TritonProgram, gpu: str) -> str:
     return autotune.entry_key(program.source, gpu, "forms", "per kernel")
 
@@ -125,7 +147,10 @@ def pick_forms(
         kernels = [k for k in kernels if k.name in verdict]
         if not kernels:
             return chosen
-    others = tune([other_family(k, chosen) for k in kernels])
+    others = tuned_others(kernels, chosen, tune)
+    kernels = [k for k in kernels if k.name in others]
+    if not kernels:
+        return chosen
     if verdict is not None:
         return {**chosen, **{k.name: others[k.name] for k in kernels}}
     best = dict(chosen)
