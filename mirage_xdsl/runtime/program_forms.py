@@ -12,12 +12,12 @@ program, either way:
   kernel in its ``tl.dot`` form and 11.9 µs in its multiply-and-sum form,
   although that form was the faster kernel alone (8.6 against 9.2 µs);
   without programmatic launch the two took the same time;
-- the other way, a one-row gate and up projection (a split partial kernel,
-  then a kernel reading its partials and the second weight) ran in 40.5 µs
-  as tuned, its first kernel in ``tl.dot`` form (16.3 µs alone), and in 32.4
-  µs with that kernel in its multiply-and-sum form (30.2 µs alone), whose
-  blocks leave room for the second kernel's to load their weights beside
-  them (``docs/bench/program_forms_h100.json``).
+- the other way, a one-row gate projection split over ``K`` (partial
+  products, then a kernel summing them beside the up projection) ran in
+  40.5 µs as tuned, its first kernel in ``tl.dot`` form (16.3 µs alone),
+  and in 29.6-29.8 µs with that kernel in its multiply-and-sum form (16.8
+  µs alone): those blocks leave room for the second kernel's to load their
+  weights beside them (``docs/bench/program_forms_h100.json``, program 34).
 
 So for a program of several kernels, :func:`pick_forms` tunes each kernel
 with more than one form in the other family too (``tl.dot``, its first
