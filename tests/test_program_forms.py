@@ -33,6 +33,21 @@ def _chosen(kernels, variant_of) -> program_forms.Chosen:
     }
 
 
+def _to_dot(kernels) -> program_forms.Chosen:
+    """A stand-in tuner that puts every kernel in its tl.dot form."""
+    return _chosen(kernels, lambda k: k.variants[0])
+
+
+def _tuned_form_faster(partial):
+    """A stand-in program timer: the program is faster with ``partial`` in
+    any form but tl.dot."""
+
+    def time_program(chosen):
+        return 9.0 if chosen[partial.name][0].variant == partial.name else 8.0
+
+    return time_program
+
+
 def _tuned(program):
     """The partial kernel tuned to its last form, as a per-kernel tuner may."""
     return _chosen(program.kernels, lambda k: k.variants[-1])
@@ -132,11 +147,7 @@ def test_past_the_deadline_no_verdict_is_kept(program, tmp_path, monkeypatch) ->
     monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
     partial = program.kernels[0]
 
-    def tune(kernels):
-        return _chosen(kernels, lambda k: k.variants[0])
-
-    def time_program(chosen):
-        return 9.0 if chosen[partial.name][0].variant == partial.name else 8.0
+    tune, time_program = _to_dot, _tuned_form_faster(partial)
 
     with timing_until(0.0):
         program_forms.pick_forms(program, _tuned(program), "GPU", tune, time_program)
@@ -149,11 +160,7 @@ def test_tuned_forms_kept_where_they_run_faster(program, tmp_path, monkeypatch) 
     monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
     partial = program.kernels[0]
 
-    def tune(kernels):
-        return _chosen(kernels, lambda k: k.variants[0])
-
-    def time_program(chosen):
-        return 9.0 if chosen[partial.name][0].variant == partial.name else 8.0
+    tune, time_program = _to_dot, _tuned_form_faster(partial)
 
     chosen = program_forms.pick_forms(
         program, _tuned(program), "GPU", tune, time_program
