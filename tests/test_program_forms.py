@@ -141,19 +141,31 @@ def test_each_kernel_moves_only_where_the_program_gains(tmp_path, monkeypatch) -
     assert chosen[second.name][0].variant == second.variants[-1]
 
 
-def test_past_the_deadline_no_verdict_is_kept(program, tmp_path, monkeypatch) -> None:
+def test_past_the_deadline_only_tl_dot_is_tried(program, tmp_path, monkeypatch) -> None:
+    """A candidate timed past its search's deadline: a kernel in tl.dot form
+    keeps it, one in another form is tried in tl.dot; no verdict is kept."""
     from mirage_xdsl.search.budget import timing_until
 
     monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
     partial = program.kernels[0]
 
-    tune, time_program = _to_dot, _tuned_form_faster(partial)
+    def never(*_):
+        raise AssertionError("called")
+
+    dots = _chosen(program.kernels, lambda k: k.variants[0])
+    with timing_until(0.0):
+        assert program_forms.pick_forms(program, dots, "GPU", never, never) is dots
+
+    def time_program(chosen):
+        return 8.0 if chosen[partial.name][0].variant == partial.name else 9.0
 
     with timing_until(0.0):
-        program_forms.pick_forms(program, _tuned(program), "GPU", tune, time_program)
-    assert (
-        program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) is None
-    )
+        chosen = program_forms.pick_forms(
+            program, _tuned(program), "GPU", _to_dot, time_program
+        )
+    assert chosen[partial.name][0].variant == partial.name
+    key = program_forms.verdict_key(program, "GPU")
+    assert program_forms.cached_verdict(key) is None
 
 
 def test_tuned_forms_kept_where_they_run_faster(program, tmp_path, monkeypatch) -> None:

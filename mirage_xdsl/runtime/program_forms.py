@@ -26,9 +26,11 @@ then, kernel by kernel, times the whole program (as measured selection
 times a program) with that kernel moved to its other family, and keeps
 each move that makes the program faster; the moves stand if the program so
 moved is faster again when both are timed once more (timings of the same
-program differ by a few percent from one to the next). The verdict (the kernels moved) is
-cached beside the tuner's choices, keyed by the program's source and the
-GPU.
+program differ by a few percent from one to the next). The verdict (the
+kernels moved) is cached beside the tuner's choices, keyed by the program's
+source and the GPU. A candidate timed past its search's deadline, whose
+kernels get the heuristic's settings, has only its kernels not in ``tl.dot``
+form tried in it, and keeps no verdict.
 """
 
 from __future__ import annotations
@@ -143,6 +145,14 @@ def pick_forms(
         return chosen
     key = verdict_key(program, gpu)
     verdict = cached_verdict(key)
+    late = verdict is None and past_timing_deadline()
+    if late:
+        # a candidate timed past its search's deadline has the heuristic's
+        # settings: only those not in tl.dot form are tried in it, as its
+        # program is tuned in full when it is built
+        kernels = [k for k in kernels if chosen[k.name][0].variant != k.variants[0]]
+        if not kernels:
+            return chosen
     if verdict is not None:
         kernels = [k for k in kernels if k.name in verdict]
         if not kernels:
@@ -169,7 +179,7 @@ def pick_forms(
         timings["moved again"] = time_program(best)
         if timings["moved again"] >= timings["tuned again"]:
             best, moved = dict(chosen), []
-    if not past_timing_deadline():  # settings that were not tuned decide nothing
+    if not late:  # settings that were not tuned decide nothing for later
         store_verdict(key, moved, timings)
     if log is not None:
         tried = ", ".join(
