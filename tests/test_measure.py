@@ -219,3 +219,24 @@ def test_by_default_the_measure_times_the_backend_programs_run_with(monkeypatch)
     assert measure.GpuMeasure().backends == ("triton",)
     monkeypatch.setattr(api, "triton_installed", lambda: False)
     assert measure.GpuMeasure().backends == ("cuda",)
+
+
+def test_candidates_are_built_with_their_forms_tried_towards_tl_dot_only(
+    monkeypatch,
+) -> None:
+    """Measured selection times a candidate as built with only its kernels not
+    in tl.dot form tried in it (``program_forms.towards_dot_only``); a program
+    built outside it is tried both ways."""
+    from mirage_xdsl.runtime import program_forms
+
+    seen: list[bool] = []
+
+    def fake_compile(module, backend):
+        seen.append(program_forms._TOWARDS_DOT_ONLY.get())
+        return FakeCompiled(backend)
+
+    monkeypatch.setattr(api, "compile", fake_compile)
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    gpu = measure.GpuMeasure(backends=("triton",), _timer=FakeTimer())
+    assert gpu(object()) == pytest.approx(5.0e-6)
+    assert seen == [True] and not program_forms._TOWARDS_DOT_ONLY.get()

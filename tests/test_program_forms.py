@@ -243,3 +243,32 @@ def test_a_kernel_whose_other_forms_do_not_compile_keeps_its_form(
     chosen = program_forms.pick_forms(program, dots, "GPU", tune, time_program)
     assert chosen[first.name][0].variant == first.variants[0]
     assert chosen[second.name][0].variant == second.variants[-1]
+
+
+def test_towards_dot_only_leaves_tl_dot_kernels_alone(program, tmp_path, monkeypatch):
+    """As measured selection times a candidate: a kernel the tuner put in
+    tl.dot form is not tried in its other forms, one in another form is
+    tried in tl.dot, and the verdict is kept apart from the both-ways one."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    partial = program.kernels[0]
+
+    def never(*_):
+        raise AssertionError("called")
+
+    dots = _chosen(program.kernels, lambda k: k.variants[0])
+    with program_forms.towards_dot_only():
+        assert program_forms.pick_forms(program, dots, "GPU", never, never) is dots
+
+    def time_program(chosen):
+        return 8.0 if chosen[partial.name][0].variant == partial.name else 9.0
+
+    with program_forms.towards_dot_only():
+        chosen = program_forms.pick_forms(
+            program, _tuned(program), "GPU", _to_dot, time_program
+        )
+    assert chosen[partial.name][0].variant == partial.name
+    one_way = program_forms.verdict_key(program, "GPU", both_ways=False)
+    assert program_forms.cached_verdict(one_way) == [partial.name]
+    assert (
+        program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) is None
+    )
