@@ -185,3 +185,16 @@ def test_past_the_search_deadline_a_kernel_gets_its_default_settings_unkept(
     first = autotune.first_round(kernel)
     assert timed[: len(first)] == [c.key() for c in first]
     assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is not None
+
+
+def test_heuristic_warps_follow_the_largest_tile(program) -> None:
+    """One warp for a tile a warp holds at two elements a thread (a combine of
+    a few parts per row), 8 past LARGE_TILE, 4 between."""
+    from dataclasses import replace
+
+    (kernel,) = program.kernels
+
+    def warps(tile: int) -> int:
+        return autotune.heuristic(replace(kernel, largest_tile=tile)).num_warps
+
+    assert [warps(t) for t in (1, 64, 65, 4096, 8192, 8193)] == [1, 1, 4, 4, 4, 8]

@@ -18,7 +18,8 @@ compiler processes.
 Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
 kernel has one (it exists only for matmuls of fewer than 16 rows, whose
 tensor-core form wastes most of each tile), 8 warps for tiles over 8192
-elements and 4 otherwise, and 3 pipeline stages when there is a for-loop.
+elements, one for tiles of 64 or fewer (:data:`SMALL_TILE`) and 4
+otherwise, and 3 pipeline stages when there is a for-loop.
 """
 
 from __future__ import annotations
@@ -55,12 +56,24 @@ SHARED_LIMIT = H100.shared_memory_per_block
 """Shared memory an H100 block may use: settings needing more are dropped."""
 
 
+SMALL_TILE = 2 * H100.warp_size
+"""Elements of a largest tile that one warp holds (two a thread): a combine
+over a few values per row (the parts of a FlashDecoding split). On the H100
+the batch-8 decode attention's combine, 64 elements a block, took 3.7 µs
+with one warp and 7.0-7.2 with two to eight; three more such combines of a
+decode-layer run, 2.3-6.6 µs with one warp against 2.8-13.0 with four
+(``docs/bench/decode_attention_ceiling_h100.json``,
+``docs/bench/kernel_settings_h100.json``)."""
+
+
 def heuristic(kernel: TritonKernel) -> KernelConfig:
     """The settings used when nothing is measured (see the module docstring)."""
+    if kernel.largest_tile <= SMALL_TILE:
+        warps = 1
+    else:
+        warps = 8 if kernel.largest_tile > LARGE_TILE else 4
     return KernelConfig(
-        variant=kernel.variants[-1],
-        num_warps=8 if kernel.largest_tile > LARGE_TILE else 4,
-        num_stages=_stages(kernel),
+        variant=kernel.variants[-1], num_warps=warps, num_stages=_stages(kernel)
     )
 
 
