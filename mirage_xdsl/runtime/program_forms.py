@@ -64,27 +64,28 @@ def movable(program: TritonProgram) -> list[TritonKernel]:
     return [k for k in program.kernels if len(k.variants) > 1]
 
 
-def dot_only(kernel: TritonKernel) -> TritonKernel:
-    """``kernel`` with its ``tl.dot`` form alone, tuned under a key of its own."""
-    dots = tuple(v for v in kernel.dot_variants if v == kernel.variants[0])
+def restricted(
+    kernel: TritonKernel, variants: tuple[str, ...], marker: str
+) -> TritonKernel:
+    """``kernel`` with only ``variants`` of its forms, tuned under a key of its
+    own (its text with ``marker`` appended)."""
     return replace(
         kernel,
-        variants=kernel.variants[:1],
-        dot_variants=dots,
-        text=kernel.text + DOT_ONLY,
+        variants=variants,
+        dot_variants=tuple(v for v in kernel.dot_variants if v in variants),
+        text=kernel.text + marker,
     )
+
+
+def dot_only(kernel: TritonKernel) -> TritonKernel:
+    """``kernel`` with its ``tl.dot`` form alone, tuned under a key of its own."""
+    return restricted(kernel, kernel.variants[:1], DOT_ONLY)
 
 
 def others_only(kernel: TritonKernel) -> TritonKernel:
     """``kernel`` with its forms other than ``tl.dot`` (all but its first),
     tuned under a key of its own."""
-    others = kernel.variants[1:]
-    return replace(
-        kernel,
-        variants=others,
-        dot_variants=tuple(v for v in kernel.dot_variants if v in others),
-        text=kernel.text + OTHERS_ONLY,
-    )
+    return restricted(kernel, kernel.variants[1:], OTHERS_ONLY)
 
 
 def other_family(kernel: TritonKernel, chosen: Chosen) -> TritonKernel:
