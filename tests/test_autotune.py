@@ -198,3 +198,99 @@ def test_heuristic_warps_follow_the_largest_tile(program) -> None:
         return autotune.heuristic(replace(kernel, largest_tile=tile)).num_warps
 
     assert [warps(t) for t in (1, 64, 65, 4096, 8192, 8193)] == [1, 1, 4, 4, 4, 8]
+
+
+SLOW = "_dot"
+"""A stand-in compile of a setting whose form ends so takes this long (s)."""
+
+
+def _slow_compile(job) -> TritonBinary:
+    """A stand-in for ``_compile_one`` (module level, so forked compilers can
+    unpickle it): the tl.dot form (no suffix) takes seconds, the others not."""
+    import time
+
+    config = job[2]
+    if not config.variant.endswith(("_fma", "_defer")):
+        time.sleep(30)
+    return _binary(config.key())
+
+
+def test_compiling_stops_at_the_deadline_and_late_settings_are_marked(
+    program, monkeypatch
+) -> None:
+    """In parallel compilers, the settings not compiled by the deadline are
+    LATE and their compilers stopped (the call returns at the deadline, not
+    when the slow compile would have ended)."""
+    import time
+
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    (kernel,) = program.kernels
+    jobs = [(kernel.signature, c) for c in autotune.first_round(kernel)]
+    began = time.monotonic()
+    out = autotune.compile_all("src", jobs, until=began + 3.0)
+    assert time.monotonic() - began < 15
+    for (_, config), binary in zip(jobs, out, strict=True):
+        if config.variant == kernel.name:
+            assert binary == autotune.LATE
+        else:
+            assert isinstance(binary, TritonBinary)
+    # a late setting is not remembered as compiled
+    assert all(isinstance(b, TritonBinary) for b in autotune._binaries.values())
+
+
+def test_a_kernel_not_compiled_by_the_deadline_gets_the_heuristic_unkept(
+    program, tmp_path, monkeypatch
+) -> None:
+    """Tuning that starts before the deadline and whose compiles run past it
+    times what compiled by then (the heuristic's setting, compiled first,
+    among them; here no tl.dot form), starts no second round and keeps no
+    choice; a kernel none of whose settings compiled in time gets the
+    heuristic's setting, compiled then."""
+    import time
+    from dataclasses import replace
+
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    (kernel,) = program.kernels
+    timed: list[str] = []
+
+    def timer(k, binary):
+        timed.append(binary.name)
+        return float(len(timed))
+
+    began = time.monotonic()
+    with timing_until(began + 3.0):
+        chosen = autotune.tune("src", [kernel], "GPU", timer)
+    assert time.monotonic() - began < 15
+    assert {KernelConfig.key(c) for c in autotune.first_round(kernel)} > set(timed)
+    assert all(not t.startswith(f"{kernel.name}:") for t in timed)  # no tl.dot
+    # four compilers: the heuristic's setting first, then four tl.dot forms
+    # hold them all past the deadline
+    assert chosen[kernel.name][0] == autotune.heuristic(kernel)
+    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is None
+    # a kernel with only its tl.dot form: nothing compiles in time, so the
+    # heuristic's setting (the tl.dot form) is compiled whatever it takes
+    only_dot = replace(
+        kernel, name="only_dot", variants=(kernel.name,), text=kernel.text + "#"
+    )
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile_briefly)
+    with timing_until(time.monotonic() + 0.5):
+        chosen = autotune.tune("src2", [only_dot], "GPU", timer)
+    assert chosen["only_dot"][0] == autotune.heuristic(only_dot)
+
+
+def _slow_compile_briefly(job) -> TritonBinary:
+    """As :func:`_slow_compile`, the slow form taking 2 s."""
+    import time
+
+    config = job[2]
+    if not config.variant.endswith(("_fma", "_defer")):
+        time.sleep(2)
+    return _binary(config.key())

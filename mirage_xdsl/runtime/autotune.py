@@ -15,6 +15,12 @@ Compiled kernels are also kept in memory (the most recent
 search's pick, compiled by its caller after the search tuned it) forks no
 compiler processes.
 
+Tuning keeps to the deadline of the search timing the kernels
+(``search.budget.timing_until``): past it only the heuristic's setting is
+compiled, and compilers still at work when it comes are stopped
+(:func:`compile_all`), each kernel's heuristic setting having been compiled
+first; the search's pick is tuned in full when it is built.
+
 Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
 kernel has one (it exists only for matmuls of fewer than 16 rows, whose
 tensor-core form wastes most of each tile), 8 warps for tiles over 8192
@@ -29,9 +35,9 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from mirage_xdsl.cpus import usable_cpus
@@ -44,7 +50,7 @@ from mirage_xdsl.runtime.triton_compile import (
     compile_kernel,
     triton_version,
 )
-from mirage_xdsl.search.budget import past_timing_deadline
+from mirage_xdsl.search.budget import past_timing_deadline, timing_deadline
 
 WARPS = (1, 2, 4, 8, 16)
 """Warps per block the autotuner may give a kernel: as few as its largest
@@ -217,26 +223,28 @@ _binaries: OrderedDict[tuple[str, tuple[str, ...], KernelConfig], TritonBinary] 
 """By (the module source's digest, kernel signature, settings)."""
 
 
+LATE = "not compiled by the search's deadline"
+"""What :func:`compile_all` gives for a setting it stopped compiling."""
+
+
 def compile_all(
-    source: str, jobs: Iterable[tuple[tuple[str, ...], KernelConfig]]
+    source: str,
+    jobs: Iterable[tuple[tuple[str, ...], KernelConfig]],
+    until: float = math.inf,
 ) -> list[TritonBinary | str]:
     """Compile many (signature, config) pairs of one module, in parallel
     processes; each distinct pair once, and none compiled before in this
-    process again."""
+    process again. Those not compiled by ``until`` (a ``time.monotonic()``
+    value) are :data:`LATE`, their compilers stopped."""
     digest = hashlib.sha256(source.encode()).hexdigest()
     keys = [(digest, sig, config) for sig, config in jobs]
     todo = list(dict.fromkeys(k for k in keys if k not in _binaries))
     work = [(source, sig, config) for _, sig, config in todo]
     workers = min(len(work), usable_cpus(), 16)
     if workers <= 1:
-        fresh = [_compile_one(w) for w in work]
+        fresh = [_compile_one(w) if time.monotonic() < until else LATE for w in work]
     else:
-        import multiprocessing
-
-        with ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork")
-        ) as pool:
-            fresh = list(pool.map(_compile_one, work))
+        fresh = _in_processes(work, workers, until)
     compiled = dict(zip(todo, fresh, strict=True))
     out = [compiled[k] if k in compiled else _binaries[k] for k in keys]
     for k, binary in compiled.items():
@@ -245,6 +253,28 @@ def compile_all(
     while len(_binaries) > REMEMBERED:
         _binaries.popitem(last=False)
     return out
+
+
+def _in_processes(
+    work: list[tuple[str, tuple[str, ...], KernelConfig]], workers: int, until: float
+) -> list[TritonBinary | str]:
+    """:func:`_compile_one` of each of ``work`` in ``workers`` forked
+    processes; what is not done by ``until`` is :data:`LATE`, and the
+    processes still compiling are stopped (a ``tl.dot`` form of a one-kernel
+    decode attention took 11-12 s to compile, where its multiply-and-sum form
+    took 1.2)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    futures = [pool.submit(_compile_one, w) for w in work]
+    left = None if math.isinf(until) else max(until - time.monotonic(), 0.0)
+    done, late = wait(futures, timeout=left)
+    if late:  # stop the compilers still at work (Python 3.14 names this)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+    pool.shutdown(wait=not late, cancel_futures=True)
+    return [f.result() if f in done else LATE for f in futures]
 
 
 def pending(
@@ -301,15 +331,30 @@ def tune(
 ) -> dict[str, tuple[KernelConfig, TritonBinary]]:
     """The fastest setting of every kernel (from the cache where it has one):
     the :func:`pending` settings timed, then, for each kernel being tuned,
-    its :func:`second_round`."""
+    its :func:`second_round`. Compiling keeps to the deadline of the search
+    timing the kernels (``search.budget.timing_until``): a kernel whose
+    settings are not all compiled by then gets the heuristic's (compiled
+    then), the second round is not started past it, and a choice among
+    fewer settings is not kept."""
     late = past_timing_deadline()
+    until = timing_deadline()
     settings = pending(kernels, gpu, late)
     tuned = {
         k.name
         for k in kernels
         if not late and [c for j, c in settings if j is k] == first_round(k)
     }
-    options = _compiled(source, settings)
+    options, cut = _compiled(source, settings, until)
+    tuned -= cut
+    if cut:
+        fallback = [
+            (k, c)
+            for k in kernels
+            if k.name in cut and not options.get(k.name)
+            for c in (heuristic(k), *fallbacks(heuristic(k)))
+        ]
+        for name, found in _compiled(source, fallback)[0].items():
+            options[name] = found
     timings: dict[str, dict[str, float]] = {k.name: {} for k in kernels}
 
     def time_all(k: TritonKernel, found: list[tuple[KernelConfig, TritonBinary]]):
@@ -324,10 +369,12 @@ def tune(
     more = [
         (k, c)
         for k in kernels
-        if k.name in tuned
+        if k.name in tuned and not past_timing_deadline()
         for c in second_round(k, _fastest(options[k.name], timings[k.name])[0])
     ]
-    for name, found in _compiled(source, more).items():
+    found_more, cut = _compiled(source, more, until)
+    tuned -= cut
+    for name, found in found_more.items():
         time_all(next(k for k in kernels if k.name == name), found)
         options[name] += found
     chosen: dict[str, tuple[KernelConfig, TritonBinary]] = {}
@@ -345,16 +392,32 @@ def tune(
 
 
 def _compiled(
-    source: str, settings: list[tuple[TritonKernel, KernelConfig]]
-) -> dict[str, list[tuple[KernelConfig, TritonBinary]]]:
+    source: str,
+    settings: list[tuple[TritonKernel, KernelConfig]],
+    until: float = math.inf,
+) -> tuple[dict[str, list[tuple[KernelConfig, TritonBinary]]], set[str]]:
     """The settings that compiled within the shared memory a block may use,
-    by kernel name."""
-    binaries = compile_all(source, [(k.signature, c) for k, c in settings])
+    by kernel name, and the kernels of which some setting was not compiled
+    by ``until``. Each kernel's :func:`heuristic` setting is compiled first,
+    so that it is what a kernel cut by the deadline has."""
+    first = sorted(
+        range(len(settings)),
+        key=lambda i: settings[i][1] != heuristic(settings[i][0]),
+    )
+    ordered = compile_all(
+        source, [(settings[i][0].signature, settings[i][1]) for i in first], until
+    )
+    binaries: list[TritonBinary | str] = [LATE] * len(settings)
+    for i, binary in zip(first, ordered, strict=True):
+        binaries[i] = binary
     by_kernel: dict[str, list[tuple[KernelConfig, TritonBinary]]] = {}
+    cut: set[str] = set()
     for (k, config), binary in zip(settings, binaries, strict=True):
         if isinstance(binary, TritonBinary) and binary.shared_bytes <= SHARED_LIMIT:
             by_kernel.setdefault(k.name, []).append((config, binary))
-    return by_kernel
+        elif binary == LATE:
+            cut.add(k.name)
+    return by_kernel, cut
 
 
 def _fastest(

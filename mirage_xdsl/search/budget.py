@@ -43,6 +43,12 @@ def past_timing_deadline() -> bool:
     return time.monotonic() > _TIMING_DEADLINE.get()
 
 
+def timing_deadline() -> float:
+    """The deadline of the candidate being timed (``time.monotonic()``;
+    infinite outside :func:`timing_until`)."""
+    return _TIMING_DEADLINE.get()
+
+
 class Stop:
     """A stop request: the first signal asks for the best so far, a second aborts."""
 
