@@ -294,3 +294,35 @@ def _slow_compile_briefly(job) -> TritonBinary:
     if not config.variant.endswith(("_fma", "_defer")):
         time.sleep(2)
     return _binary(config.key())
+
+
+def test_within_a_compile_limit_a_kernel_with_nothing_compiled_is_left_out(
+    program, tmp_path, monkeypatch
+) -> None:
+    """``compiling_within``: a kernel none of whose settings compiles in the
+    time given is left out of the choice, with no setting compiled for it
+    after (its compilers stopped), and the others are chosen as usual."""
+    import time
+    from dataclasses import replace
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    (kernel,) = program.kernels
+    only_dot = replace(
+        kernel, name="only_dot", variants=(kernel.name,), text=kernel.text + "#"
+    )
+    fma = replace(
+        kernel,
+        name="fma",
+        variants=(f"{kernel.name}_fma",),
+        dot_variants=(),
+        text=kernel.text + "##",
+    )
+    began = time.monotonic()
+    with autotune.compiling_within(1.0):
+        chosen = autotune.tune("src", [only_dot, fma], "GPU", lambda k, b: 1.0)
+    assert time.monotonic() - began < 10
+    assert set(chosen) == {"fma"}
+    assert autotune.cached_choice(autotune.tune_key(only_dot, "GPU")) is None

@@ -272,3 +272,36 @@ def test_towards_dot_only_leaves_tl_dot_kernels_alone(program, tmp_path, monkeyp
     assert (
         program_forms.cached_verdict(program_forms.verdict_key(program, "GPU")) is None
     )
+
+
+def test_past_the_deadline_a_form_is_tried_only_if_it_compiles_in_moments(
+    program, tmp_path, monkeypatch
+) -> None:
+    """Past the deadline the tl.dot forms are tuned within
+    ``LATE_COMPILE_SECONDS`` of compiling; a kernel the tuner leaves out (its
+    form not compiled by then) keeps its own, and the program is not timed
+    for it."""
+    from mirage_xdsl.runtime import autotune
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path / "cuda"))
+    partial = program.kernels[0]
+    within: list[float] = []
+
+    def too_slow(kernels):  # compiles nothing in time: leaves every kernel out
+        within.append(autotune._COMPILE_WITHIN.get())
+        return {}
+
+    def never(*_):
+        raise AssertionError("called")
+
+    tuned = _tuned(program)
+    with timing_until(0.0):
+        chosen = program_forms.pick_forms(program, tuned, "GPU", too_slow, never)
+    assert chosen == tuned and chosen[partial.name][0].variant != partial.name
+    assert within == [program_forms.LATE_COMPILE_SECONDS]
+    # within the deadline the tuner is given all the time it needs
+    within.clear()
+    with timing_until(float("inf")):
+        program_forms.pick_forms(program, tuned, "GPU", too_slow, never)
+    assert within and all(w == float("inf") for w in within)

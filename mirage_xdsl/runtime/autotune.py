@@ -37,7 +37,9 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from mirage_xdsl.cpus import usable_cpus
@@ -322,6 +324,22 @@ def fallbacks(config: KernelConfig) -> list[KernelConfig]:
     ]
 
 
+_COMPILE_WITHIN: ContextVar[float] = ContextVar("compile_within", default=math.inf)
+
+
+@contextmanager
+def compiling_within(seconds: float) -> Iterator[None]:
+    """Within this, :func:`tune` compiles for at most ``seconds`` from when it
+    starts, and leaves out of its choice a kernel with no setting compiled by
+    then (where it would compile that kernel's heuristic setting whatever it
+    took): for settings that are worth trying only if they come cheap."""
+    token = _COMPILE_WITHIN.set(seconds)
+    try:
+        yield
+    finally:
+        _COMPILE_WITHIN.reset(token)
+
+
 def tune(
     source: str,
     kernels: list[TritonKernel],
@@ -332,12 +350,18 @@ def tune(
     """The fastest setting of every kernel (from the cache where it has one):
     the :func:`pending` settings timed, then, for each kernel being tuned,
     its :func:`second_round`. Compiling keeps to the deadline of the search
-    timing the kernels (``search.budget.timing_until``): a kernel whose
-    settings are not all compiled by then gets the heuristic's (compiled
-    then), the second round is not started past it, and a choice among
-    fewer settings is not kept."""
+    timing the kernels (``search.budget.timing_until``), or to
+    :func:`compiling_within`: a kernel whose settings are not all compiled
+    by then gets the heuristic's (compiled then; left out, within
+    :func:`compiling_within`), the second round is not started past it, and
+    a choice among fewer settings is not kept."""
     late = past_timing_deadline()
-    until = timing_deadline()
+    within = _COMPILE_WITHIN.get()
+    optional = not math.isinf(within)
+    if optional:
+        until = time.monotonic() + within
+    else:  # past the deadline the heuristic's settings are compiled whatever
+        until = math.inf if late else timing_deadline()
     settings = pending(kernels, gpu, late)
     tuned = {
         k.name
@@ -346,7 +370,7 @@ def tune(
     }
     options, cut = _compiled(source, settings, until)
     tuned -= cut
-    if cut:
+    if cut and not optional:
         fallback = [
             (k, c)
             for k in kernels
@@ -361,6 +385,8 @@ def tune(
         for c, b in found:
             timings[k.name][c.key()] = _timed(timer, k, b)
 
+    if optional:  # a kernel with nothing compiled in time is left out
+        kernels = [k for k in kernels if options.get(k.name)]
     for k in kernels:
         if not options.get(k.name):
             raise RuntimeError(f"no setting of kernel '{k.name}' compiled")
