@@ -94,7 +94,7 @@ def test_pending_is_the_cached_choice_else_the_first_round(
     whole = autotune.pending(kernels, "GPU")
     assert len(whole) == sum(len(autotune.first_round(k)) for k in kernels)
     choice = autotune.space(first)[-1]
-    autotune.store_choice(autotune.tune_key(first, "GPU"), choice, {})
+    autotune.store_choice(first, "GPU", choice, {})
     after = autotune.pending(kernels, "GPU")
     assert [c for k, c in after if k is first] == [choice]
     assert len(after) == 1 + sum(len(autotune.first_round(k)) for k in rest)
@@ -177,14 +177,14 @@ def test_past_the_search_deadline_a_kernel_gets_its_default_settings_unkept(
     assert [c for _, c in late] == [default, *autotune.fallbacks(default)]
     assert timed == [c.key() for _, c in late]
     assert chosen[kernel.name][0] == default  # the first timed, the fastest
-    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is None
+    assert autotune.cached_choice(kernel, "GPU") is None
     # within the deadline both rounds are timed and the choice kept
     timed.clear()
     with timing_until(time.monotonic() + 60):
         autotune.tune("src", [kernel], "GPU", timer)
     first = autotune.first_round(kernel)
     assert timed[: len(first)] == [c.key() for c in first]
-    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is not None
+    assert autotune.cached_choice(kernel, "GPU") is not None
 
 
 def test_heuristic_warps_follow_the_largest_tile(program) -> None:
@@ -273,7 +273,7 @@ def test_a_kernel_not_compiled_by_the_deadline_gets_the_heuristic_unkept(
     # four compilers: the heuristic's setting first, then four tl.dot forms
     # hold them all past the deadline
     assert chosen[kernel.name][0] == autotune.heuristic(kernel)
-    assert autotune.cached_choice(autotune.tune_key(kernel, "GPU")) is None
+    assert autotune.cached_choice(kernel, "GPU") is None
     # a kernel with only its tl.dot form: nothing compiles in time, so the
     # heuristic's setting (the tl.dot form) is compiled whatever it takes
     only_dot = replace(
@@ -325,4 +325,42 @@ def test_within_a_compile_limit_a_kernel_with_nothing_compiled_is_left_out(
         chosen = autotune.tune("src", [only_dot, fma], "GPU", lambda k, b: 1.0)
     assert time.monotonic() - began < 10
     assert set(chosen) == {"fma"}
-    assert autotune.cached_choice(autotune.tune_key(only_dot, "GPU")) is None
+    assert autotune.cached_choice(only_dot, "GPU") is None
+
+
+def _projection(name: str, n: int = 3072):
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph(name)
+    g.mark_output(g.matmul(g.new_input((1, 2048)), g.new_input((2048, n))))
+    return generate_triton(g.module())
+
+
+def test_the_same_kernel_in_another_program_shares_its_tuning(
+    tmp_path, monkeypatch
+) -> None:
+    """A kernel's choice is keyed without its name: the same kernel in a
+    program of another name (a segment and its stages, a pick and the layer
+    it is stitched into) is not tuned again, and gets the choice in its own
+    form's name; a kernel of other shapes is tuned."""
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", lambda job: _binary(job[2].key()))
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    a, b, other = _projection("a"), _projection("b"), _projection("a", 4096)
+    ka, kb, ko = a.kernels[0], b.kernels[0], other.kernels[0]
+    assert ka.name != kb.name and len(ka.variants) > 1
+    timed: list[str] = []
+
+    def timer(k, binary):  # the last form at these warps wins
+        timed.append(binary.name)
+        return 1.0 if binary.name.startswith(ka.variants[-1] + ":") else 2.0
+
+    chosen = autotune.tune(a.source, [ka], "GPU", timer)[ka.name][0]
+    assert chosen.variant == ka.variants[-1] and timed
+    assert autotune.tune_key(ka, "GPU") == autotune.tune_key(kb, "GPU")
+    assert autotune.pending([kb], "GPU") == [
+        (kb, KernelConfig(kb.variants[-1], chosen.num_warps, chosen.num_stages))
+    ]
+    assert autotune.tune_key(ko, "GPU") != autotune.tune_key(ka, "GPU")
+    assert autotune.cached_choice(ko, "GPU") is None

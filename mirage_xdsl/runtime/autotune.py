@@ -9,7 +9,8 @@ flushed before every launch and the median kept; then the fastest's other
 stage counts, where its form pipelines a ``tl.dot`` (:func:`first_round`,
 :func:`second_round`, of :func:`space`); the fastest wins. The choice
 is cached on disk under ``$MIRAGE_CACHE_DIR/triton-tune``, keyed by the
-kernel's printed source, its grid, the GPU's name and the triton version.
+kernel's printed source with its name left out (:func:`tune_key`), its
+grid, the GPU's name and the triton version.
 Compiled kernels are also kept in memory (the most recent
 :data:`REMEMBERED`), so a module compiled again in the same process (the
 search's pick, compiled by its caller after the search tuned it) forks no
@@ -154,8 +155,18 @@ def entry_key(*parts: str) -> str:
     return h.hexdigest()
 
 
+NAMELESS = "kernel"
+"""What a kernel's own name is replaced by in the text its tuning is keyed by."""
+
+
 def tune_key(kernel: TritonKernel, gpu: str) -> str:
-    return entry_key(kernel.text, str(kernel.grid), ",".join(kernel.signature), gpu)
+    """A kernel's tuning-cache key: its text with its name left out (the
+    same kernel in another program, whose function names its kernels, shares
+    its choice: a segment's input and the stages it is searched by, or a
+    searched pick and the whole program it is stitched into), its grid, its
+    signature and the GPU."""
+    text = kernel.text.replace(kernel.name, NAMELESS)
+    return entry_key(text, str(kernel.grid), ",".join(kernel.signature), gpu)
 
 
 def read_entry(name: str) -> dict | None:
@@ -187,20 +198,30 @@ def write_entry(name: str, data: dict) -> None:
         pass
 
 
-def cached_choice(key: str) -> KernelConfig | None:
-    data = read_entry(key)
+def cached_choice(kernel: TritonKernel, gpu: str) -> KernelConfig | None:
+    """The setting ``kernel`` was tuned to on ``gpu`` before (as this kernel
+    or under another name), if one is cached and names one of its forms."""
+    data = read_entry(tune_key(kernel, gpu))
     if data is None:
         return None
     try:
-        return KernelConfig(data["variant"], data["num_warps"], data["num_stages"])
-    except KeyError:
+        config = KernelConfig(
+            kernel.name + data["form"], data["num_warps"], data["num_stages"]
+        )
+    except (KeyError, TypeError):
         return None
+    return config if config.variant in kernel.variants else None
 
 
-def store_choice(key: str, config: KernelConfig, timings: dict[str, float]) -> None:
+def store_choice(
+    kernel: TritonKernel, gpu: str, config: KernelConfig, timings: dict[str, float]
+) -> None:
+    """Cache ``config`` as ``kernel``'s choice on ``gpu``; its form is kept
+    by the suffix to the kernel's name (``""``, ``"_fma"``, ``"_defer"``)."""
     write_entry(
-        key,
+        tune_key(kernel, gpu),
         {
+            "form": config.variant.removeprefix(kernel.name),
             "variant": config.variant,
             "num_warps": config.num_warps,
             "num_stages": config.num_stages,
@@ -290,8 +311,8 @@ def pending(
     tuned in full when it is built)."""
     out: list[tuple[TritonKernel, KernelConfig]] = []
     for k in kernels:
-        hit = cached_choice(tune_key(k, gpu))
-        if hit is not None and hit.variant in k.variants:
+        hit = cached_choice(k, gpu)
+        if hit is not None:
             configs = [hit]
         elif late:
             configs = [heuristic(k), *fallbacks(heuristic(k))]
@@ -408,7 +429,7 @@ def tune(
         best = _fastest(options[k.name], timings[k.name])
         chosen[k.name] = best
         if k.name in tuned:  # a choice among a few settings is no choice to keep
-            store_choice(tune_key(k, gpu), best[0], timings[k.name])
+            store_choice(k, gpu, best[0], timings[k.name])
         if log is not None and timings[k.name]:
             log(
                 f"autotune {k.name}: {best[0].key()} "
