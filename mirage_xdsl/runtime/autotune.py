@@ -160,11 +160,11 @@ NAMELESS = "kernel"
 
 
 def tune_key(kernel: TritonKernel, gpu: str) -> str:
-    """A kernel's tuning-cache key: its text with its name left out (the
-    same kernel in another program, whose function names its kernels, shares
-    its choice: a segment's input and the stages it is searched by, or a
-    searched pick and the whole program it is stitched into), its grid, its
-    signature and the GPU."""
+    """A kernel's tuning-cache key: its text with its name left out (a kernel
+    printed the same in another program, whose function names its kernels,
+    shares its choice: as in a segment's input and the stages it is searched
+    by, or a searched pick and the whole program it is stitched into), its
+    grid, its signature and the GPU."""
     text = kernel.text.replace(kernel.name, NAMELESS)
     return entry_key(text, str(kernel.grid), ",".join(kernel.signature), gpu)
 
