@@ -300,6 +300,12 @@ def _in_processes(
     return [f.result() if f in done else LATE for f in futures]
 
 
+def default_settings(kernel: TritonKernel) -> list[KernelConfig]:
+    """What a kernel gets when it is not tuned: the :func:`heuristic`
+    setting, then its :func:`fallbacks`."""
+    return [heuristic(kernel), *fallbacks(heuristic(kernel))]
+
+
 def pending(
     kernels: list[TritonKernel], gpu: str, late: bool = False
 ) -> list[tuple[TritonKernel, KernelConfig]]:
@@ -315,7 +321,7 @@ def pending(
         if hit is not None:
             configs = [hit]
         elif late:
-            configs = [heuristic(k), *fallbacks(heuristic(k))]
+            configs = default_settings(k)
         else:
             configs = first_round(k)
         out += [(k, c) for c in configs]
@@ -396,7 +402,7 @@ def tune(
             (k, c)
             for k in kernels
             if k.name in cut and not options.get(k.name)
-            for c in (heuristic(k), *fallbacks(heuristic(k)))
+            for c in default_settings(k)
         ]
         for name, found in _compiled(source, fallback)[0].items():
             options[name] = found

@@ -39,7 +39,7 @@ settings, tries only the ``tl.dot`` forms that compile within
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 
@@ -189,10 +189,9 @@ def pick_forms(
         kernels = [k for k in kernels if k.name in verdict]
         if not kernels:
             return chosen
-    if late:  # a move is tried only where its form compiles in moments
-        with autotune.compiling_within(LATE_COMPILE_SECONDS):
-            others = tuned_others(kernels, chosen, tune)
-    else:
+    # late, a move is tried only where its form compiles in moments
+    limit = autotune.compiling_within(LATE_COMPILE_SECONDS) if late else nullcontext()
+    with limit:
         others = tuned_others(kernels, chosen, tune)
     kernels = [k for k in kernels if k.name in others]
     if not kernels:

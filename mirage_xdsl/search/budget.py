@@ -38,15 +38,15 @@ def timing_until(deadline: float) -> Iterator[None]:
         _TIMING_DEADLINE.reset(token)
 
 
-def past_timing_deadline() -> bool:
-    """Whether the candidate being timed is timed past its search's deadline."""
-    return time.monotonic() > _TIMING_DEADLINE.get()
-
-
 def timing_deadline() -> float:
     """The deadline of the candidate being timed (``time.monotonic()``;
     infinite outside :func:`timing_until`)."""
     return _TIMING_DEADLINE.get()
+
+
+def past_timing_deadline() -> bool:
+    """Whether the candidate being timed is timed past its search's deadline."""
+    return time.monotonic() > timing_deadline()
 
 
 class Stop:
