@@ -56,6 +56,7 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.triton_buffers import IndentedBuffer
+from mirage_xdsl.lowering.triton_loops import loop_range
 from mirage_xdsl.lowering.triton_matmul import MatmulPrinter
 from mirage_xdsl.lowering.triton_plan import plan_kernel, reads_program_input
 from mirage_xdsl.lowering.triton_values import (
@@ -458,13 +459,12 @@ class KernelPrinter(MatmulPrinter):
 
     def write_loop(self, code: IndentedBuffer, *parts: IndentedBuffer) -> None:
         """``parts`` as the body of the kernel's for-loop (none if all are
-        empty); a loop the cost model takes to be unrolled is a
-        ``tl.static_range``, so all its loads are in flight at once."""
+        empty); a loop the cost model takes to be unrolled is unrolled, so
+        all its loads are in flight at once (``triton_loops``)."""
         if not any(parts):
             return
         if self.forloop > 1:
-            loop = "tl.static_range" if self.unrolled() else "range"
-            code.writeline(f"for it in {loop}(0, {self.forloop}):")
+            code.writeline(f"for it in {loop_range(self.forloop, self.unrolled())}:")
             with code.indent():
                 for part in parts:
                     code.splice(part)

@@ -275,7 +275,8 @@ def test_a_kernel_not_compiled_by_the_deadline_gets_the_heuristic_unkept(
     assert chosen[kernel.name][0] == autotune.heuristic(kernel)
     assert autotune.cached_choice(kernel, "GPU") is None
     # a kernel with only its tl.dot form: nothing compiles in time, so the
-    # heuristic's setting (the tl.dot form) is compiled whatever it takes
+    # heuristic's setting (the tl.dot form) is compiled in the time given
+    # past the deadline (2 s of LATE_COMPILE_SECONDS)
     only_dot = replace(
         kernel, name="only_dot", variants=(kernel.name,), text=kernel.text + "#"
     )
@@ -284,6 +285,41 @@ def test_a_kernel_not_compiled_by_the_deadline_gets_the_heuristic_unkept(
     with timing_until(time.monotonic() + 0.5):
         chosen = autotune.tune("src2", [only_dot], "GPU", timer)
     assert chosen["only_dot"][0] == autotune.heuristic(only_dot)
+
+
+def test_a_candidate_whose_kernel_compiles_too_late_fails_its_build(
+    program, tmp_path, monkeypatch
+) -> None:
+    """A kernel with nothing compiled by LATE_COMPILE_SECONDS past the
+    deadline fails the candidate's build (which the search leaves untimed),
+    whether tuning began before the deadline or past it, and the call
+    returns then, not when the compile would have ended; with no deadline
+    (the input, the default builds, the program built to run) it waits."""
+    import time
+    from dataclasses import replace
+
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    monkeypatch.setattr(autotune, "LATE_COMPILE_SECONDS", 1.0)
+    (kernel,) = program.kernels
+    only_dot = replace(
+        kernel, name="only_dot", variants=(kernel.name,), text=kernel.text + "#"
+    )
+    for deadline in (0.5, -1.0):  # tuning begins before it, then past it
+        began = time.monotonic()
+        with (
+            timing_until(began + deadline),
+            pytest.raises(RuntimeError, match="by the search's deadline"),
+        ):
+            autotune.tune("src", [only_dot], "GPU", lambda k, b: 1.0)
+        assert time.monotonic() - began < 10
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile_briefly)
+    chosen = autotune.tune("src", [only_dot], "GPU", lambda k, b: 1.0)
+    assert chosen["only_dot"][0].variant == kernel.name
 
 
 def _slow_compile_briefly(job) -> TritonBinary:

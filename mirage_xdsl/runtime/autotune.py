@@ -20,7 +20,11 @@ Tuning keeps to the deadline of the search timing the kernels
 (``search.budget.timing_until``): past it only the heuristic's setting is
 compiled, and compilers still at work when it comes are stopped
 (:func:`compile_all`), each kernel's heuristic setting having been compiled
-first; the search's pick is tuned in full when it is built.
+first. A kernel with nothing compiled then gets :data:`LATE_COMPILE_SECONDS`
+more; one with nothing compiled by then too fails the candidate's build,
+which the search then leaves untimed. The input and the default builds
+(timed with no deadline) and the search's pick, when it is built, are tuned
+in full.
 
 Without a GPU, :func:`heuristic` decides: the multiply-and-sum form when the
 kernel has one (it exists only for matmuls of fewer than 16 rows, whose
@@ -63,6 +67,17 @@ STAGES = (2, 3, 4, 5, 6, 7)
 LARGE_TILE = 8192
 SHARED_LIMIT = H100.shared_memory_per_block
 """Shared memory an H100 block may use: settings needing more are dropped."""
+
+
+LATE_COMPILE_SECONDS = 3.0
+"""What compiling may still take past the deadline of the search timing a
+candidate: a kernel with no setting compiled by then leaves the candidate
+untimed (a search keeps to its budget), and a program past it tries only
+the ``tl.dot`` forms compiled by then (``program_forms``). On the H100's
+host a one-kernel decode attention's ``tl.dot`` form took 11-12 s to
+compile and its multiply-and-sum form 1.2; in a 1B decode layer's run a
+two-kernel attention candidate timed past its deadline took 17.6 s to
+build, tune and time, half its segment's share of the budget."""
 
 
 SMALL_TILE = 2 * H100.warp_size
@@ -358,8 +373,8 @@ _COMPILE_WITHIN: ContextVar[float] = ContextVar("compile_within", default=math.i
 def compiling_within(seconds: float) -> Iterator[None]:
     """Within this, :func:`tune` compiles for at most ``seconds`` from when it
     starts, and leaves out of its choice a kernel with no setting compiled by
-    then (where it would compile that kernel's heuristic setting whatever it
-    took): for settings that are worth trying only if they come cheap."""
+    then (where a kernel would otherwise fail the build): for settings that
+    are worth trying only if they come cheap."""
     token = _COMPILE_WITHIN.set(seconds)
     try:
         yield
@@ -379,32 +394,36 @@ def tune(
     its :func:`second_round`. Compiling keeps to the deadline of the search
     timing the kernels (``search.budget.timing_until``), or to
     :func:`compiling_within`: a kernel whose settings are not all compiled
-    by then gets the heuristic's (compiled then; left out, within
-    :func:`compiling_within`), the second round is not started past it, and
-    a choice among fewer settings is not kept."""
+    by then gets the heuristic's, the second round is not started past it,
+    and a choice among fewer settings is not kept. A kernel with nothing
+    compiled by the deadline gets its heuristic's settings compiled within
+    :data:`LATE_COMPILE_SECONDS` more, or fails the build (``RuntimeError``);
+    within :func:`compiling_within` it is left out instead."""
     late = past_timing_deadline()
     within = _COMPILE_WITHIN.get()
     optional = not math.isinf(within)
     if optional:
         until = time.monotonic() + within
-    else:  # past the deadline the heuristic's settings are compiled whatever
-        until = math.inf if late else timing_deadline()
+    else:
+        until = timing_deadline()
+    # what a kernel with nothing compiled by ``until`` may still take
+    last = max(until, time.monotonic()) + LATE_COMPILE_SECONDS
     settings = pending(kernels, gpu, late)
     tuned = {
         k.name
         for k in kernels
         if not late and [c for j, c in settings if j is k] == first_round(k)
     }
-    options, cut = _compiled(source, settings, until)
+    options, cut = _compiled(source, settings, last if late else until)
     tuned -= cut
-    if cut and not optional:
+    if cut and not optional and not late:
         fallback = [
             (k, c)
             for k in kernels
             if k.name in cut and not options.get(k.name)
             for c in default_settings(k)
         ]
-        for name, found in _compiled(source, fallback)[0].items():
+        for name, found in _compiled(source, fallback, last)[0].items():
             options[name] = found
     timings: dict[str, dict[str, float]] = {k.name: {} for k in kernels}
 
@@ -416,7 +435,10 @@ def tune(
         kernels = [k for k in kernels if options.get(k.name)]
     for k in kernels:
         if not options.get(k.name):
-            raise RuntimeError(f"no setting of kernel '{k.name}' compiled")
+            raise RuntimeError(
+                f"no setting of kernel '{k.name}' compiled"
+                + (" by the search's deadline" if k.name in cut else "")
+            )
         if len(options[k.name]) > 1 or k.name in tuned:
             time_all(k, options[k.name])
     more = [

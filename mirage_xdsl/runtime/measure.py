@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirage_xdsl.ir.diagnostics import first_line
+from mirage_xdsl.lowering.triton_loops import rolled_loops
 from mirage_xdsl.runtime.driver import GpuError
 from mirage_xdsl.runtime.program_forms import towards_dot_only
 from mirage_xdsl.runtime.timer import BATCH, GraphTimer, Unreliable
@@ -219,7 +220,8 @@ class GpuMeasure:
         if self.fallback:
             return float("inf")
         try:
-            with towards_dot_only():  # a candidate: its forms one way only
+            # a candidate: its forms one way only, its loops quick to compile
+            with towards_dot_only(), rolled_loops():
                 self.last = time_module(
                     module, self.backends, self._timer, lowered, self.failures
                 )

@@ -33,7 +33,7 @@ kernels not in ``tl.dot`` form tried in it (:func:`towards_dot_only`), as
 before, since trying both ways costs a candidate seconds more; a candidate
 timed past its search's deadline, whose kernels get the heuristic's
 settings, tries only the ``tl.dot`` forms that compile within
-:data:`LATE_COMPILE_SECONDS`, and keeps no verdict.
+``autotune.LATE_COMPILE_SECONDS``, and keeps no verdict.
 """
 
 from __future__ import annotations
@@ -117,15 +117,6 @@ def tuned_others(
     return out
 
 
-LATE_COMPILE_SECONDS = 2.0
-"""How long a program timed past its search's deadline may spend compiling
-its kernels' ``tl.dot`` forms to try them (``autotune.compiling_within``); a
-kernel whose form has not compiled by then keeps its own. In a 1B decode
-layer's run on the H100 a two-kernel attention candidate timed past the
-deadline took 18.4 s, where a one-kernel attention's ``tl.dot`` form takes
-11-12 s to compile and its multiply-and-sum form 1.2."""
-
-
 _TOWARDS_DOT_ONLY: ContextVar[bool] = ContextVar("towards_dot_only", default=False)
 
 
@@ -190,7 +181,11 @@ def pick_forms(
         if not kernels:
             return chosen
     # late, a move is tried only where its form compiles in moments
-    limit = autotune.compiling_within(LATE_COMPILE_SECONDS) if late else nullcontext()
+    limit = (
+        autotune.compiling_within(autotune.LATE_COMPILE_SECONDS)
+        if late
+        else nullcontext()
+    )
     with limit:
         others = tuned_others(kernels, chosen, tune)
     kernels = [k for k in kernels if k.name in others]
