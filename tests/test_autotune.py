@@ -362,6 +362,17 @@ def test_within_a_compile_limit_a_kernel_with_nothing_compiled_is_left_out(
     assert time.monotonic() - began < 10
     assert set(chosen) == {"fma"}
     assert autotune.cached_choice(only_dot, "GPU") is None
+    # past a search's deadline too, the limit is the one given, not the
+    # time a candidate's kernels get past the deadline
+    from mirage_xdsl.search.budget import timing_until
+
+    monkeypatch.setattr(autotune, "LATE_COMPILE_SECONDS", 20.0)
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    began = time.monotonic()
+    with timing_until(began - 1), autotune.compiling_within(1.0):
+        chosen = autotune.tune("src", [only_dot, fma], "GPU", lambda k, b: 1.0)
+    assert time.monotonic() - began < 10
+    assert set(chosen) == {"fma"}
 
 
 def _projection(name: str, n: int = 3072):

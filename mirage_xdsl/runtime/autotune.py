@@ -406,8 +406,8 @@ def tune(
         until = time.monotonic() + within
     else:
         until = timing_deadline()
-    # what a kernel with nothing compiled by ``until`` may still take
-    last = max(until, time.monotonic()) + LATE_COMPILE_SECONDS
+    # when a kernel with nothing compiled by the deadline must have compiled
+    last = until if optional else max(until, time.monotonic()) + LATE_COMPILE_SECONDS
     settings = pending(kernels, gpu, late)
     tuned = {
         k.name
