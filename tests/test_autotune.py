@@ -293,8 +293,7 @@ def test_a_candidate_whose_kernel_compiles_too_late_fails_its_build(
     """A kernel with nothing compiled by LATE_COMPILE_SECONDS past the
     deadline fails the candidate's build (which the search leaves untimed),
     whether tuning began before the deadline or past it, and the call
-    returns then, not when the compile would have ended; with no deadline
-    (the input, the default builds, the program built to run) it waits."""
+    returns then, not when the compile would have ended."""
     import time
     from dataclasses import replace
 
@@ -317,9 +316,6 @@ def test_a_candidate_whose_kernel_compiles_too_late_fails_its_build(
         ):
             autotune.tune("src", [only_dot], "GPU", lambda k, b: 1.0)
         assert time.monotonic() - began < 10
-    monkeypatch.setattr(autotune, "_compile_one", _slow_compile_briefly)
-    chosen = autotune.tune("src", [only_dot], "GPU", lambda k, b: 1.0)
-    assert chosen["only_dot"][0].variant == kernel.name
 
 
 def _slow_compile_briefly(job) -> TritonBinary:
