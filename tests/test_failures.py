@@ -73,7 +73,9 @@ def test_a_candidate_the_device_cannot_time_is_reported(monkeypatch) -> None:
     ]
     assert "failures" not in report.measured[1]
     report.failures.append("screening a 1-kernel candidate: KeyError: 'x'")
-    assert "(2 failed)" in report.summary()
+    # each failure counted where it happened: screening, or timing
+    assert "passed screening (1 failed)" in report.summary()
+    assert ", 1 timed (1 failed);" in report.summary()
     assert report.to_json()["failures"] == report.failures
 
 

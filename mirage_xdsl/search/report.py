@@ -9,6 +9,11 @@ from xdsl.dialects import func
 from mirage_xdsl.ir.diagnostics import first_line
 from mirage_xdsl.search.ugraph import UGraph
 
+SCREENING = "screening "
+"""How a ``failures`` line from screening on random inputs begins."""
+TIMING = "timing "
+"""How a ``failures`` line from timing on the device begins."""
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -69,15 +74,19 @@ class Report:
     a search that overran its budget spent the time."""
     failures: list[str] = field(default_factory=list)
     """One line per candidate that could not be built or run, when screened
-    on random inputs or timed on the device: what failed and why. Such a
-    candidate loses (it fails screening, or is timed with the backends that
-    worked), but the reason is kept."""
+    on random inputs or timed on the device (those lines begin with
+    :data:`SCREENING` and :data:`TIMING`): what failed and why. Such a candidate loses (it fails
+    screening, or is timed with the backends that worked, or not at all: a
+    kernel not compiled by the search's deadline), but the reason is kept.
+    The summary line counts the screening failures beside the candidates
+    that passed, and the timing failures beside those timed."""
 
     def summary(self) -> str:
         speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
         status = f", stopped: {self.stopped}" if self.stopped else ""
         cached = " (cached)" if self.cached else ""
-        failed = f" ({len(self.failures)} failed)" if self.failures else ""
+        screening = [f for f in self.failures if f.startswith(SCREENING)]
+        failed = f" ({len(screening)} failed)" if screening else ""
         return (
             f"superoptimize @{self.function}{cached}: {self.explored} graphs explored, "
             f"{self.pruned} pruned by abstract expression, {self.bound_summary()}"
@@ -114,6 +123,9 @@ class Report:
             text += f" ({c['backend']})"
         if first and first[0].get("time_us"):
             text += f", input {first[0]['time_us']:.1f} us"
+        untimed = sum(m.get("time_us") is None for m in self.measured)
+        if untimed:  # not built or not run: why is in ``failures``
+            return text + f", {len(self.measured) - untimed} timed ({untimed} failed)"
         return text + f", {len(self.measured)} timed"
 
     def to_json(self) -> dict:

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 from mirage_xdsl.search.adapters import check_equivalent, close, float_outputs
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.pool import one_blas_thread
-from mirage_xdsl.search.report import Candidate, Report, failure
+from mirage_xdsl.search.report import SCREENING, Candidate, Report, failure
 from mirage_xdsl.search.ugraph import UGraph, to_module
 from mirage_xdsl.verify.finite_field_torch import gpu_arithmetic
 
@@ -46,7 +46,7 @@ def screen(
     try:
         return close(float_outputs(to_module(graph), inputs), refs), ""
     except Exception as e:
-        return False, failure(f"screening a {graph.kernels}-kernel candidate", e)
+        return False, failure(f"{SCREENING}a {graph.kernels}-kernel candidate", e)
 
 
 PARALLEL_VERDICT_SECONDS = 2.0

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search.budget import timing_until
-from mirage_xdsl.search.report import Report
+from mirage_xdsl.search.report import TIMING, Report
 from mirage_xdsl.search.ugraph import UGraph, to_module
 
 Measure = Callable[[ModuleOp], float]
@@ -97,7 +97,7 @@ class Timings:
         record.update(describe() if describe else {"time_us": seconds * 1e6})
         what = "the input" if i == 0 else f"candidate {i} ({graph.kernels} kernels)"
         failures = record.pop("failures", ())
-        self.report.failures += [f"timing {what}: {f}" for f in failures]
+        self.report.failures += [f"{TIMING}{what}: {f}" for f in failures]
         self.report.measured.append(record)
         self.pool.append(entry)
         self.seconds.append(seconds)
