@@ -9,6 +9,10 @@ latency amortised, as inside a model's layer). The second decides.
 
 :class:`GpuMeasure` is the ``measure`` the search takes: it returns seconds
 per call of the faster backend and remembers, per call, what it measured.
+It builds a candidate to compile quickly: its Triton kernels' short loops
+unrolled in part (``lowering/triton_loops.py``) and their matmul forms moved
+one way only (``program_forms.towards_dot_only``); the program built to run
+has neither restriction.
 Its ``prepare`` compiles the CUDA C of all the candidates at once first
 (:func:`precompile`): compiled one after another, NVRTC took about a quarter
 of a search's measured selection.
