@@ -75,11 +75,12 @@ class Report:
     failures: list[str] = field(default_factory=list)
     """One line per candidate that could not be built or run, when screened
     on random inputs or timed on the device (those lines begin with
-    :data:`SCREENING` and :data:`TIMING`): what failed and why. Such a candidate loses (it fails
-    screening, or is timed with the backends that worked, or not at all: a
-    kernel not compiled by the search's deadline), but the reason is kept.
-    The summary line counts the screening failures beside the candidates
-    that passed, and the timing failures beside those timed."""
+    :data:`SCREENING` and :data:`TIMING`): what failed and why. Such a
+    candidate loses (it fails screening, or is timed with the backends that
+    worked, or not at all: a kernel not compiled by the search's deadline),
+    but the reason is kept. The summary line counts the screening failures
+    beside the candidates that passed, and the timing failures beside those
+    timed."""
 
     def summary(self) -> str:
         speedup = self.input_cost / self.best_cost if self.best_cost else 1.0
