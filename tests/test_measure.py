@@ -240,3 +240,24 @@ def test_candidates_are_built_with_their_forms_tried_towards_tl_dot_only(
     gpu = measure.GpuMeasure(backends=("triton",), _timer=FakeTimer())
     assert gpu(object()) == pytest.approx(5.0e-6)
     assert seen == [True] and not program_forms._TOWARDS_DOT_ONLY.get()
+
+
+def test_a_candidate_is_built_with_loops_unrolled_in_part(monkeypatch) -> None:
+    """GpuMeasure builds what it times as measured selection times candidates
+    (``triton_loops.rolled_loops``, ``program_forms.towards_dot_only``), and
+    a program compiled outside it is built unrolled in full."""
+    from mirage_xdsl.lowering.triton_loops import loop_range
+    from mirage_xdsl.runtime import program_forms
+
+    seen: list[tuple[str, bool]] = []
+
+    def fake_compile(module, backend):
+        seen.append((loop_range(64, True), program_forms._TOWARDS_DOT_ONLY.get()))
+        return FakeCompiled(backend)
+
+    monkeypatch.setattr(api, "compile", fake_compile)
+    monkeypatch.setattr(measure, "random_tensors", lambda compiled: ([], []))
+    gpu = measure.GpuMeasure(backends=("triton",), _timer=FakeTimer())
+    assert gpu(object()) == pytest.approx(5e-6)
+    assert seen == [("tl.range(0, 64, loop_unroll_factor=8)", True)]
+    assert loop_range(64, True) == "tl.static_range(0, 64)"
