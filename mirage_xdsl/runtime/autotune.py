@@ -237,7 +237,6 @@ def store_choice(
         tune_key(kernel, gpu),
         {
             "form": config.variant.removeprefix(kernel.name),
-            "variant": config.variant,
             "num_warps": config.num_warps,
             "num_stages": config.num_stages,
             "timings_us": timings,
@@ -298,9 +297,8 @@ def _in_processes(
 ) -> list[TritonBinary | str]:
     """:func:`_compile_one` of each of ``work`` in ``workers`` forked
     processes; what is not done by ``until`` is :data:`LATE`, and the
-    processes still compiling are stopped (a ``tl.dot`` form of a one-kernel
-    decode attention took 11-12 s to compile, where its multiply-and-sum form
-    took 1.2)."""
+    processes still compiling are stopped (:data:`LATE_COMPILE_SECONDS` says
+    what some forms take)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, wait
 
