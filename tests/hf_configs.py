@@ -3,7 +3,7 @@ Llama with grouped key/value heads and of a GPT-2, small enough for the CPU."""
 
 from __future__ import annotations
 
-from transformers import GPT2Config, LlamaConfig
+from transformers import GPT2Config, LlamaConfig, Phi3Config
 
 TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
 LAYERS = 2
@@ -13,6 +13,20 @@ def llama_config(**overrides) -> LlamaConfig:
     """A two-layer Llama of hidden size 64 over a vocabulary of 128."""
     shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS, vocab_size=128)
     return LlamaConfig(**shape, attn_implementation="sdpa", **overrides)
+
+
+def phi3_config() -> Phi3Config:
+    """A two-layer Phi-3 (one fused q/k/v projection sliced apart, one fused
+    gate/up projection chunked) of the same shapes."""
+    shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS, vocab_size=128)
+    return Phi3Config(
+        **shape,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="sdpa",
+    )
 
 
 def gpt2_config() -> GPT2Config:

@@ -219,12 +219,24 @@ def partition(gm: fx.GraphModule) -> Account:
                 parts.append(result)
         if not retry:
             break
+    _name_in_order(parts)
     account = Account(parts)
     taken = {n for part in parts for n in part.nodes}
     for node in gm.graph.nodes:
         if node.op == "call_function" and node not in taken:
             account.torch[node] = support.reason(node) or "only layout changes"
     return account
+
+
+def _name_in_order(parts: list[Part]) -> None:
+    """Name the parts ``mirage_0``, ``mirage_1``, ... in the order they were
+    proposed. A part converted in an earlier round of partitioning kept the
+    name its index gave it then, which a later round's part at that index
+    took too; the names are the submodules the parts are called by, so they
+    must differ."""
+    for k, part in enumerate(parts):
+        part.name = f"mirage_{k}"
+        type(part.graph_module).__name__ = part.name
 
 
 def hoist_siblings(proposed: list[Partition]) -> None:
