@@ -449,15 +449,15 @@ def test_a_tile_over_shared_memory_is_tiled_further_not_sent_to_cuda(
 
 
 WHOLE_K_TILE = """
-func.func @f(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
-  %y = kernel.customized(%x, %w) grid [256, 1, 1] block [256, 1, 1] forloop 1 : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16> {
-  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>):
+func.func @f(%x: tensor<1x4096xf16>, %w: tensor<4096x256xf16>) -> tensor<1x256xf16> {
+  %y = kernel.customized(%x, %w) grid [16, 1, 1] block [256, 1, 1] forloop 1 : (tensor<1x4096xf16>, tensor<4096x256xf16>) -> tensor<1x256xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x256xf16>):
     %i = block.input %a imap [-1, -1, -1] fmap -1 : tensor<1x4096xf16> -> tensor<1x4096xf16>
-    %j = block.input %b imap [1, -1, -1] fmap -1 : tensor<4096x4096xf16> -> tensor<4096x16xf16>
+    %j = block.input %b imap [1, -1, -1] fmap -1 : tensor<4096x256xf16> -> tensor<4096x16xf16>
     %m = block.matmul %i, %j : tensor<1x4096xf16>, tensor<4096x16xf16> -> tensor<1x16xf16>
     block.output %m omap [1, -1, -1] : tensor<1x16xf16>
   }
-  func.return %y : tensor<1x4096xf16>
+  func.return %y : tensor<1x256xf16>
 }"""
 
 

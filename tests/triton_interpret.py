@@ -80,7 +80,7 @@ def check(case: str, module, inputs, ref=None) -> None:
     sys.stdout.flush()
 
 
-SMALL_GRID = {"blocks": 8, "forloop": 8}
+SMALL_GRID = {"blocks": 8, "forloop": 8, "splits": 2}
 """Grid and for-loop sizes for hand-written µGraphs in ``--small`` runs: the
 interpreter runs every block and every iteration one after another, so the
 same µGraph with fewer, larger tiles checks the same code in far less time."""
