@@ -259,6 +259,18 @@ def _cmpi(p: CudaPrinter, op: arith.CmpiOp) -> None:
     p.define(op, f"{p[op.lhs]} {symbols[op.predicate.value.data]} {p[op.rhs]}")
 
 
+CMPF = {1: "==", 2: ">", 3: ">=", 4: "<", 5: "<=", 6: "!="}
+"""C comparisons of the ordered ``arith.cmpf`` predicates (``oeq`` ... ``one``)."""
+
+
+def _cmpf(p: CudaPrinter, op: arith.CmpfOp) -> None:
+    p.define(op, f"{p[op.lhs]} {CMPF[op.predicate.value.data]} {p[op.rhs]}")
+
+
+def _select(p: CudaPrinter, op: arith.SelectOp) -> None:
+    p.define(op, f"{p[op.cond]} ? {p[op.lhs]} : {p[op.rhs]}")
+
+
 def _thread_id(p: CudaPrinter, op: gpu.ThreadIdOp | gpu.BlockIdOp) -> None:
     base = "threadIdx" if isinstance(op, gpu.ThreadIdOp) else "blockIdx"
     p.define(op, f"static_cast<int>({base}.{op.dimension.data.value})")
@@ -313,6 +325,8 @@ PRINTERS: dict[type[Operation], Callable[..., None]] = {
     arith.RemUIOp: _binary("%"),
     arith.MinUIOp: _call("min"),
     arith.CmpiOp: _cmpi,
+    arith.CmpfOp: _cmpf,
+    arith.SelectOp: _select,
     arith.AddfOp: _binary("+"),
     arith.SubfOp: _binary("-"),
     arith.MulfOp: _binary("*"),

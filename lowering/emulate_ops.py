@@ -71,6 +71,16 @@ def _math(fn):
     return _unary(lambda x: fn(np.asarray(x, np.float32)))
 
 
+CMPF = {
+    1: np.equal,
+    2: np.greater,
+    3: np.greater_equal,
+    4: np.less,
+    5: np.less_equal,
+    6: np.not_equal,
+}
+"""The ordered ``arith.cmpf`` predicates (``oeq`` ... ``one``)."""
+
 CMP = {
     0: np.equal,
     1: np.not_equal,
@@ -203,6 +213,12 @@ HANDLERS = {
     arith.MinUIOp: _binary(np.minimum),
     arith.CmpiOp: lambda e, op, m: e.set(
         op, CMP[op.predicate.value.data](e[op.lhs], e[op.rhs])
+    ),
+    arith.CmpfOp: lambda e, op, m: e.set(
+        op, CMPF[op.predicate.value.data](e[op.lhs], e[op.rhs])
+    ),
+    arith.SelectOp: lambda e, op, m: e.set(
+        op, np.where(e[op.cond], e[op.lhs], e[op.rhs])
     ),
     arith.AddfOp: _binary(lambda a, b: np.float32(a) + np.float32(b)),
     arith.SubfOp: _binary(lambda a, b: np.float32(a) - np.float32(b)),

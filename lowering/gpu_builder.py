@@ -152,6 +152,12 @@ class GpuBuilder:
     def maxf(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.value(arith.MaximumfOp(a, b))
 
+    def cmpf(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
+        return self.value(arith.CmpfOp(a, b, predicate))
+
+    def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.value(arith.SelectOp(cond, a, b))
+
     def zeros(self, ty: VectorType) -> SSAValue:
         return self.value(
             arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [0.0]))

@@ -202,7 +202,9 @@ class CudaArith:
         return self.b.mulf(x, y)
 
     def div(self, x: SSAValue, y: SSAValue) -> SSAValue:
-        return self.b.divf(x, y)
+        """``x / y``, and 0 where ``x`` is 0 (``ops.table.quotient``)."""
+        zero = self.b.f32(0.0)
+        return self.b.select(self.b.cmpf(x, zero, "oeq"), zero, self.b.divf(x, y))
 
     def neg(self, x: SSAValue) -> SSAValue:
         return self.b.negf(x)

@@ -31,6 +31,7 @@ from xdsl.dialects import func
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.ir.builder import new_kernel_graph
 from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.lowering.emulate import emulate
 from mirage_xdsl.search import superoptimize
 from mirage_xdsl.semantics.interpreter import run
 from mirage_xdsl.verify.equivalence import equivalent
@@ -70,6 +71,27 @@ def test_interpreter_matches_a_masked_softmax() -> None:
     s = q @ k + np.where(m > 0, 0.0, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(got, p / p.sum(-1, keepdims=True) @ v, atol=1e-5)
+
+
+def test_a_row_with_every_key_masked_is_zero_in_the_interpreter_and_on_the_gpu() -> (
+    None
+):
+    """As torch's SDPA gives it: ``0 / 0`` in the softmax is 0, not NaN (a
+    NaN there reaches every later position of a padded batch, through keys
+    and values the mask multiplies by 0)."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in (Q, K, V))
+    m = causal(*M)
+    m[3] = 0.0
+    module = attention("safe")
+    for got in (run(module, [q, k, v, m])[0], emulate(module, [q, k, v, m])[0]):
+        assert not np.isnan(got).any()
+        np.testing.assert_array_equal(got[..., 3, :], 0.0)
+        np.testing.assert_allclose(
+            np.delete(got, 3, axis=-2),
+            np.delete(run(module, [q, k, v, causal(*M)])[0], 3, axis=-2),
+            atol=2e-3,
+        )
 
 
 @pytest.mark.parametrize("form", ["reordered", "safe"])

@@ -37,6 +37,19 @@ def erf(x: np.ndarray) -> np.ndarray:
     return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
+def quotient(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x / y``, and 0 wherever ``x`` is 0, whatever ``y`` is.
+
+    The finite field's quotient is ``x`` times the inverse of ``y`` (0 for 0),
+    so there too 0 / 0 is 0; a masked softmax (``exp(s - m) M / sum(exp(s -
+    m) M)``) so gives 0 for a row with every key masked, as torch's SDPA
+    does, instead of NaN, which would reach every later position through the
+    keys and values the mask multiplies by 0 (NaN times 0 is NaN)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.divide(x, y)
+    return np.where(x == 0, np.zeros_like(q), q)
+
+
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     return 0.5 * x * (1 + np.tanh(GELU_TANH_SCALE * (x + GELU_TANH_CUBIC * x * x * x)))
@@ -144,11 +157,13 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
     OpSpec(
         "div",
         Form.BINARY,
-        "Element-wise quotient with broadcasting.",
-        real=lambda x, y: x / y,
+        "Element-wise quotient with broadcasting; 0 / y is 0 for every y, 0 "
+        "too (a softmax row whose every key is masked is 0, as torch's SDPA "
+        "gives it, not 0 / 0).",
+        real=lambda x, y: quotient(x, y),
         field=lambda a, x, y: a.div(x, y),
         linear=True,
-        triton="{x} / {y}",
+        triton="tl.where({x} == 0, 0.0, {x} / {y})",
         cuda=lambda a, x, y: a.div(x, y),
         interval=lambda alo, ahi, blo, bhi: (alo / bhi, ahi / blo),
     ),

@@ -26,7 +26,7 @@
 // TRITON-NEXT:     [[U:u[0-9]+]] = tl.sum({{.*}}, axis=2, keep_dims=True)
 // TRITON-NEXT:     [[S]] = [[S]] * [[WOLD]] + [[U]] * [[WNEW]]
 // TRITON-NEXT:     [[RMAX]] = [[TOP]]
-// TRITON-NEXT: {{v[0-9]+}} = [[O]] / [[S]]  # block.div
+// TRITON-NEXT: {{v[0-9]+}} = tl.where([[O]] == 0, 0.0, [[O]] / [[S]])  # block.div
 
 // The shifts cancel exactly in the field: equal to the plain exp/sum program.
 // VERIFY: verdict: equivalent
