@@ -73,9 +73,7 @@ def test_interpreter_matches_a_masked_softmax() -> None:
     np.testing.assert_allclose(got, p / p.sum(-1, keepdims=True) @ v, atol=1e-5)
 
 
-def test_a_row_with_every_key_masked_is_zero_in_the_interpreter_and_on_the_gpu() -> (
-    None
-):
+def test_a_row_with_every_key_masked_is_zero_interpreted_and_as_cuda_c() -> None:
     """As torch's SDPA gives it: ``0 / 0`` in the softmax is 0, not NaN (a
     NaN there reaches every later position of a padded batch, through keys
     and values the mask multiplies by 0)."""
