@@ -83,6 +83,24 @@ def test_phi3_tokens_match_eager(caplog):
     assert len(names) >= 4 and all(re.fullmatch(r"mirage_\d+", n) for n in names)
 
 
+def test_prompts_of_other_lengths_keep_their_parts_as_mugraphs(caplog):
+    """Without ``dynamic=False``, Dynamo traces the graph again with symbolic
+    sizes once a prompt of another length comes; each length is then built
+    on its own, its parts still µGraphs (torch.export once refused the
+    symbolic graph, and the whole step ran as torch)."""
+    model = tiny_llama(torch.float32)
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for prompt in ((1, 5, 9, 3, 7), (4, 8, 2), (6, 1, 5, 9, 3, 7, 2)):
+            got = greedy(model, compiled, 3, prompt)
+            assert got == greedy(model, model, 3, prompt)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("has dynamic shapes" in m for m in caplog.messages)
+    built = [m for m in caplog.messages if re.search(r"graph \d+: \d+ ops as", m)]
+    assert len(built) >= 4
+    assert all(not re.search(r"ops as 0 µGraphs", m) for m in built)
+
+
 def test_a_left_padded_batch_generates_eager_tokens(caplog):
     """``generate`` on two prompts, one left-padded, through the compiled
     forward: the padded positions' query rows have every key masked, which

@@ -8,7 +8,8 @@ becomes a µGraph (captured, searched, cached by the search, launched as a
 torch between them. Module parameters arrive as graph inputs and are ordinary
 µGraph inputs. The ``mirage_xdsl.torch`` logger gives, per graph, every op
 with the line of model code it came from: which µGraph took it, or why it
-stays torch.
+stays torch. A graph Dynamo traced with symbolic sizes is built for the
+concrete sizes of each call (:class:`PerShape`).
 
 Options (``torch.compile(..., backend="mirage", options={...})``):
 
@@ -105,6 +106,66 @@ def mirage_backend(
             "mirage: graph %d runs as torch: CPU graph (options cpu='interpret')", graph
         )
         return gm.forward
+    if is_dynamic(gm, example_inputs):
+        log.info(
+            "mirage: graph %d has dynamic shapes: each set of shapes it is called "
+            "with is built as a graph of its own",
+            graph,
+        )
+        return PerShape(gm, opts)
+    return _build(gm, example_inputs, opts, graph, cuda)
+
+
+def is_dynamic(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether Dynamo traced ``gm`` with symbolic sizes (its automatic dynamic
+    shapes, once a size changed between calls, or ``dynamic=True``)."""
+    values = [
+        n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"
+    ]
+    return any(
+        isinstance(v, torch.SymInt)
+        or (
+            isinstance(v, torch.Tensor)
+            and any(isinstance(d, torch.SymInt) for d in v.shape)
+        )
+        for v in [*values, *example_inputs]
+    )
+
+
+class PerShape:
+    """A graph with symbolic sizes, built for the concrete sizes of each call:
+    a µGraph's shapes are fixed, so each new set of input shapes (and integer
+    inputs) gets its own build, kept for the calls that repeat it. A decode
+    loop calls its step with one set of shapes, so it builds once per prompt
+    length, as ``dynamic=False`` would."""
+
+    def __init__(self, gm: fx.GraphModule, opts: BackendOptions):
+        self.gm = gm
+        self.opts = opts
+        self.builds: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple(
+            (tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
+            for a in args
+        )
+        run = self.builds.get(key)
+        if run is None:
+            cuda = all(a.is_cuda for a in args if isinstance(a, torch.Tensor))
+            run = _build(self.gm, list(args), self.opts, next(_graphs), cuda)
+            self.builds[key] = run
+        return run(*args)
+
+
+def _build(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any],
+    opts: BackendOptions,
+    graph: int,
+    cuda: bool,
+) -> Callable[..., Any]:
+    """``gm`` exported at the shapes of ``example_inputs``, partitioned, its
+    parts as µGraphs and the rest as torch."""
     try:
         program = export(gm, example_inputs).module()
     except Exception as e:
@@ -188,4 +249,4 @@ def register(name: str = "mirage") -> None:
         register_backend(mirage_backend, name=name)
 
 
-__all__ = ["BackendOptions", "mirage_backend", "register"]
+__all__ = ["BackendOptions", "PerShape", "mirage_backend", "register"]
