@@ -599,3 +599,29 @@ def test_a_compiled_graph_gone_unregisters_its_parts():
     torch._dynamo.reset()
     gc.collect()
     assert set(glue._PARTS) <= before
+
+
+def test_a_cpu_scalar_in_a_cuda_graph_stays_torch_and_the_rest_may_join():
+    """A graph of CUDA tensors with a CPU scalar beside them (a cache's length
+    counter) is a CUDA graph: the ops reading the scalar stay torch with the
+    reason, the others may join a µGraph (the graph once counted as a CPU
+    graph, and all of it ran as torch)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from mirage_xdsl.torch.partition import Support
+
+    def f(x, s):
+        y = torch.exp(x * 2.0)
+        return y + s
+
+    with FakeTensorMode():
+        x = torch.empty(4, 8, device="cuda")
+        s = torch.empty((), device="cpu")
+        gm = make_fx(f)(x, s)
+    support = Support(gm.graph)
+    reasons = {
+        n.name: support.reason(n) for n in gm.graph.nodes if n.op == "call_function"
+    }
+    assert reasons["mul"] is None and reasons["exp"] is None
+    assert reasons["add"] == "a tensor on cpu (the graph's µGraphs run on cuda)"

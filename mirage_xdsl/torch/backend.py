@@ -99,8 +99,7 @@ def mirage_backend(
     """A TorchDynamo backend: µGraphs where mirage can, torch elsewhere."""
     opts = BackendOptions.parse(options)
     graph = next(_graphs)
-    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
-    cuda = all(x.is_cuda for x in tensors)
+    cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     if not cuda and opts.cpu == "eager":
         log.info(
             "mirage: graph %d runs as torch: CPU graph (options cpu='interpret')", graph
@@ -151,7 +150,7 @@ class PerShape:
         )
         run = self.builds.get(key)
         if run is None:
-            cuda = all(a.is_cuda for a in args if isinstance(a, torch.Tensor))
+            cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
             run = _build(self.gm, list(args), self.opts, next(_graphs), cuda)
             self.builds[key] = run
         return run(*args)

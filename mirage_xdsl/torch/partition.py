@@ -64,6 +64,7 @@ class Support(OperatorSupportBase):
         super().__init__()
         self.refused: dict[fx.Node, str] = {}
         self.mutated_later = _mutated_later(graph)
+        self.device = _compute_device(graph)
 
     def is_node_supported(self, submodules: Mapping[str, Any], node: fx.Node) -> bool:
         return self.reason(node) is None
@@ -88,6 +89,11 @@ class Support(OperatorSupportBase):
                 return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
             if not all(isinstance(d, int) for d in value.shape):
                 return "a dynamic shape"
+            if value.device.type != self.device:
+                return (
+                    f"a tensor on {value.device.type} (the graph's µGraphs run "
+                    f"on {self.device})"
+                )
         written = self.mutated_later.get(node, set())
         if any(alias_root(a) in written for a in node.all_input_nodes):
             return "it reads a tensor that an in-place op changes later"
@@ -112,6 +118,18 @@ BOOL_SAFE = frozenset(
     )
 )
 """Ops that only move a boolean mask's elements: the same on its 0/1 copy."""
+
+
+def _compute_device(graph: fx.Graph) -> str:
+    """Where the graph's µGraphs run: ``cuda`` if any of its inputs is a
+    CUDA tensor (a CPU scalar beside them, such as a cache's length
+    counter, stays with the torch ops that read it), else ``cpu``."""
+    for node in graph.nodes:
+        value = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(value, torch.Tensor):
+            if value.device.type == "cuda":
+                return "cuda"
+    return "cpu"
 
 
 def _is_mutating(node: fx.Node) -> bool:
