@@ -1,6 +1,7 @@
 """``torch.compile(backend="mirage")``: what it takes, and the eager fallback."""
 
 import logging
+import re
 
 import pytest
 
@@ -625,3 +626,34 @@ def test_a_cpu_scalar_in_a_cuda_graph_stays_torch_and_the_rest_may_join():
     }
     assert reasons["mul"] is None and reasons["exp"] is None
     assert reasons["add"] == "a tensor on cpu (the graph's µGraphs run on cuda)"
+
+
+def test_a_graph_with_dynamic_shapes_is_built_per_shape_up_to_a_limit(
+    caplog, monkeypatch
+):
+    """``dynamic=True``: each new row count is built as a graph of its own
+    and kept; past the limit, further row counts run as torch, said once."""
+    from mirage_xdsl.torch.backend import PerShape
+
+    monkeypatch.setattr(PerShape, "LIMIT", 2)
+    torch._dynamo.reset()
+
+    def f(x):
+        return torch.softmax(x * 2.0, dim=-1)
+
+    compiled = torch.compile(
+        f,
+        backend="mirage",
+        dynamic=True,
+        options={"cpu": "interpret", "superoptimize": False},
+    )
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for rows in (3, 5, 3, 7, 9):
+            x = torch.randn(rows, 16)
+            torch.testing.assert_close(compiled(x), f(x))
+    torch._dynamo.reset()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("has dynamic shapes" in m for m in messages) == 1
+    assert sum(bool(re.search(r"ops as 1 µGraphs", m)) for m in messages) == 2
+    over = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(over) == 1 and "more than 2 sets of shapes" in over[0].getMessage()

@@ -111,7 +111,7 @@ def mirage_backend(
             "with is built as a graph of its own",
             graph,
         )
-        return PerShape(gm, opts)
+        return PerShape(gm, opts, graph)
     return _build(gm, example_inputs, opts, graph, cuda)
 
 
@@ -136,12 +136,21 @@ class PerShape:
     a µGraph's shapes are fixed, so each new set of input shapes (and integer
     inputs) gets its own build, kept for the calls that repeat it. A decode
     loop calls its step with one set of shapes, so it builds once per prompt
-    length, as ``dynamic=False`` would."""
+    length, as ``dynamic=False`` would. A graph whose shapes change on every
+    call (a cache that grows by a token a step) would build on every call:
+    past :attr:`LIMIT` builds, as Dynamo stops recompiling past its own
+    limit, further sets of shapes run as torch, said once."""
 
-    def __init__(self, gm: fx.GraphModule, opts: BackendOptions):
+    LIMIT = 8
+    """Builds of one graph at the most (Dynamo's ``recompile_limit``)."""
+
+    def __init__(self, gm: fx.GraphModule, opts: BackendOptions, graph: int):
         self.gm = gm
         self.opts = opts
+        self.graph = graph
         self.builds: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.over = False
+        """Whether a call came past :attr:`LIMIT` (said once)."""
 
     def __call__(self, *args: Any) -> Any:
         key = tuple(
@@ -149,6 +158,16 @@ class PerShape:
             for a in args
         )
         run = self.builds.get(key)
+        if run is None and len(self.builds) >= self.LIMIT:
+            if not self.over:
+                log.warning(
+                    "mirage: graph %d was called with more than %d sets of "
+                    "shapes; further ones run as torch",
+                    self.graph,
+                    self.LIMIT,
+                )
+                self.over = True
+            return self.gm(*args)
         if run is None:
             cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
             run = _build(self.gm, list(args), self.opts, next(_graphs), cuda)
