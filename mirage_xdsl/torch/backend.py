@@ -162,7 +162,8 @@ class PerShape:
             if not self.over:
                 log.warning(
                     "mirage: graph %d was called with more than %d sets of "
-                    "shapes; further ones run as torch",
+                    "shapes; further ones run as torch (a static KV cache keeps "
+                    "a decode step's shapes fixed)",
                     self.graph,
                     self.LIMIT,
                 )
