@@ -122,8 +122,8 @@ BOOL_SAFE = frozenset(
 
 def _compute_device(graph: fx.Graph) -> str:
     """Where the graph's µGraphs run: ``cuda`` if any of its inputs is a
-    CUDA tensor (a CPU scalar beside them, such as a cache's length
-    counter, stays with the torch ops that read it), else ``cpu``."""
+    CUDA tensor (a CPU tensor among them stays with the torch ops that read
+    it), else ``cpu``."""
     for node in graph.nodes:
         value = node.meta.get("val")
         if node.op == "placeholder" and isinstance(value, torch.Tensor):
