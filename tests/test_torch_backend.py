@@ -603,10 +603,10 @@ def test_a_compiled_graph_gone_unregisters_its_parts():
 
 
 def test_a_cpu_scalar_in_a_cuda_graph_stays_torch_and_the_rest_may_join():
-    """A graph of CUDA tensors with a CPU scalar beside them (a cache's length
-    counter) is a CUDA graph: the ops reading the scalar stay torch with the
-    reason, the others may join a µGraph (the graph once counted as a CPU
-    graph, and all of it ran as torch)."""
+    """A graph of CUDA tensors with a CPU scalar beside them (``generate``'s
+    prefill graph has a CPU input) is a CUDA graph: the ops reading the
+    scalar stay torch with the reason, the others may join a µGraph (the
+    graph once counted as a CPU graph, and all of it ran as torch)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
