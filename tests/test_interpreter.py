@@ -101,3 +101,22 @@ def test_folding_applies_to_the_flashdecoding_loop() -> None:
     matmuls = [op for op in module.walk() if isinstance(op, block.MatmulOp)]
     varying = np.zeros((1, 1, 1, 4, 2, 2))
     assert any(_accumulated_matmul(op, [varying, varying]) for op in matmuls)
+
+
+def test_infinities_come_out_as_torch_gives_them_without_warnings() -> None:
+    """``log(0)`` is ``-inf`` and ``0 / 0`` is 0 (``div``), with no numpy
+    warning reaching the user's console."""
+    import warnings
+
+    from mirage_xdsl.ir.builder import new_kernel_graph
+
+    g = new_kernel_graph()
+    x = g.new_input((2, 4))
+    g.mark_output(g.log(x))
+    g.mark_output(g.div(x, x))
+    xs = [np.array([[0.0, 1.0, 0.0, 2.0], [0.0, 0.0, 4.0, 8.0]], np.float32)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log_x, ratio = run(g.module(), xs)
+    assert np.isneginf(log_x[xs[0] == 0]).all()
+    np.testing.assert_array_equal(ratio, (xs[0] != 0).astype(np.float32))

@@ -114,12 +114,15 @@ class FloatDomain:
         return np.sqrt(x)
 
     def elementwise(self, spec: OpSpec, *args: Any) -> np.ndarray:
-        """``spec.real``; a constant is taken in the domain's float type."""
+        """``spec.real``; a constant is taken in the domain's float type.
+        Infinities and NaNs come out as torch gives them (``log(0)`` is
+        ``-inf``), without numpy's warnings."""
         assert spec.real is not None, spec.kind
-        if spec.form is Form.SCALAR:
-            x, c = args
-            return spec.real(x, self.dtype(c))
-        return spec.real(*args)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            if spec.form is Form.SCALAR:
+                x, c = args
+                return spec.real(x, self.dtype(c))
+            return spec.real(*args)
 
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)
