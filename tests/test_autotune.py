@@ -318,6 +318,27 @@ def test_a_candidate_whose_kernel_compiles_too_late_fails_its_build(
         assert time.monotonic() - began < 10
 
 
+def test_with_no_deadline_tuning_waits_for_a_slow_compile(
+    program, tmp_path, monkeypatch
+) -> None:
+    """The input, the default builds and the program built to run are tuned
+    with no deadline: a kernel whose only form takes seconds to compile gets
+    it, past LATE_COMPILE_SECONDS."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("MIRAGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_compile_one", _slow_compile_briefly)
+    monkeypatch.setattr(autotune, "usable_cpus", lambda: 16)  # all at once
+    monkeypatch.setattr(autotune, "_binaries", autotune.OrderedDict())
+    monkeypatch.setattr(autotune, "LATE_COMPILE_SECONDS", 1.0)
+    (kernel,) = program.kernels
+    only_dot = replace(
+        kernel, name="only_dot", variants=(kernel.name,), text=kernel.text + "#"
+    )
+    chosen = autotune.tune("src", [only_dot], "GPU", lambda k, b: 1.0)
+    assert chosen["only_dot"][0].variant == kernel.name
+
+
 def _slow_compile_briefly(job) -> TritonBinary:
     """As :func:`_slow_compile`, the slow form taking 2 s."""
     import time
