@@ -27,8 +27,8 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def tiny_llama(dtype):
-    config = llama_config(max_position_embeddings=128)
+def tiny_llama(dtype, **overrides):
+    config = llama_config(max_position_embeddings=128, **overrides)
     torch.manual_seed(0)
     return LlamaForCausalLM(config).to(dtype).eval()
 
@@ -106,9 +106,7 @@ def test_a_left_padded_batch_generates_eager_tokens(caplog):
     forward: the padded positions' query rows have every key masked, which
     torch's SDPA makes 0 (a NaN there once reached every later position of
     the padded prompt and made its tokens the pad)."""
-    config = llama_config(max_position_embeddings=128, pad_token_id=0)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
+    model = tiny_llama(torch.float32, pad_token_id=0)
     ids = torch.tensor([[0, 0, 5, 9, 3, 7], [4, 8, 5, 9, 3, 7]])
     options = dict(
         attention_mask=(ids != 0).long(),
