@@ -321,3 +321,29 @@ def test_a_segment_the_generator_cannot_search_weighs_nothing() -> None:
     assert isinstance(rotation, Segment) and isinstance(plain, Segment)
     assert work(rotation.function) == 0.0
     assert work(plain.function) > 0.0
+
+
+def two_rotaries(batch: int):
+    """The rotary embeddings of a batch's queries (4 heads) and keys (2),
+    one program: what a Llama's attention holds between its projections."""
+    g = new_kernel_graph("two_rotaries")
+    q, k = g.new_input((batch, 4, 8, 16)), g.new_input((batch, 2, 8, 16))
+    cos, sin = g.new_input((1, 1, 8, 16)), g.new_input((1, 1, 8, 16))
+    for x in (q, k):
+        low, high = g.slice(x, 3, 0, 8), g.slice(x, 3, 8, 16)
+        turned = g.concat(g.neg(high), low, 3)
+        g.mark_output(g.add(g.mul(x, cos), g.mul(turned, sin)))
+    return g.module()
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_rows_of_two_head_counts_are_no_one_grid(batch: int) -> None:
+    """One grid over 4 heads would leave the keys' output unmapped along
+    it (a training step's batch of 2 failed its search on it); each
+    rotation is row-local on its own, the two together are not."""
+    module = two_rotaries(batch)
+    ug = from_function(entry_function(module))
+    assert row_fused(ug) is None
+    assert pieces_of(module)  # partitioned, where it raised
+    one = rope(shape=(batch, 2, 8, 16))  # cos and sin of every head alike
+    assert row_fused(from_function(entry_function(one))) is not None

@@ -175,6 +175,8 @@ def row_fused(ug: UGraph) -> UGraph | None:
     rank = _rank(ug)
     shapes = [lift(s, rank) for s in kernel_shapes(ug)]
     rows = tuple(max(s[d] for s in shapes) for d in range(rank - 1))
+    if not _one_grid(shapes, [shapes[v] for v in ug.outputs], rows):
+        return None
     split = [d for d, n in enumerate(rows) if n > 1][-3:]
     if any(rows[d] > MAX_GRID for d in split):
         return None
@@ -207,6 +209,16 @@ def row_fused(ug: UGraph) -> UGraph | None:
     kernel = KernelOp("customized", tuple(used), (), graph)
     outs = tuple(len(ug.inputs) + i for i in range(len(graph.outputs)))
     return UGraph(ug.name, ug.dtype, ug.inputs, (kernel,), outs)
+
+
+def _one_grid(shapes: list[Shape], outputs: list[Shape], rows: Shape) -> bool:
+    """Whether one grid over ``rows`` covers the program: every tensor's
+    leading dims are the rows' or broadcast (size 1), and every output has
+    all of them, so that each block writes its own rows. The rotary
+    embeddings of a batch's queries and keys, 4 heads and 2, are two
+    programs side by side, not one over 4 heads."""
+    broadcast = all(s[d] in (1, n) for s in shapes for d, n in enumerate(rows))
+    return broadcast and all(tuple(s[:-1]) == rows for s in outputs)
 
 
 def _imap(shape: Shape, rows: Shape, dims: tuple[int, ...]) -> tuple[int, int, int]:

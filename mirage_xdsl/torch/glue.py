@@ -265,8 +265,8 @@ def _compiled_glue(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
     ):
         log.info(
-            "mirage: graph %d glue runs eagerly: its inputs require grad "
-            "(a µGraph has no backward)",
+            "mirage: graph %d glue runs eagerly: it records gradients (each "
+            "µGraph's backward runs its part again as torch)",
             graph,
         )
         return gm

@@ -31,6 +31,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from mirage_xdsl.dialects import kernel
 from mirage_xdsl.torch.capture import Captured, Converter
+from mirage_xdsl.torch.gradients import differentiable, records
 from mirage_xdsl.torch.nodes import DTYPES, node_shape, torch_dtype
 from mirage_xdsl.torch.rules.siblings import (
     fusing_enabled,
@@ -229,6 +230,11 @@ class MiragePart(torch.nn.Module):
         return inputs[0].device if inputs else self.device
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if records(inputs):  # its backward runs the part again as torch
+            return differentiable(self._call, self.fallback, inputs)
+        return self._call(*inputs)
+
+    def _call(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.attempt(
             lambda: self._mirage(inputs), lambda: tuple(self.fallback(*inputs))
         )
