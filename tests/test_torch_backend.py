@@ -669,11 +669,13 @@ class GatedMLP(torch.nn.Module):
         return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
 
 
-def test_a_training_step_gets_eagers_gradients_through_ugraphs(monkeypatch):
+@pytest.mark.parametrize("glue", ["eager", "inductor"])
+def test_a_training_step_gets_eagers_gradients_through_ugraphs(glue, monkeypatch):
     """A call that records gradients runs its µGraphs forward, and their
     backward runs each part again as torch: every weight and the input get
     eager's gradients (a µGraph's outputs alone have no grad_fn, so the
-    loss's backward raised)."""
+    loss's backward raised). Its glue runs eagerly, whatever the option
+    says: Inductor's would call each part as an op without a backward."""
     from mirage_xdsl.torch import part
 
     ran = []
@@ -688,7 +690,8 @@ def test_a_training_step_gets_eagers_gradients_through_ugraphs(monkeypatch):
     want = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
     model.zero_grad()
     x.grad = None
-    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    options = {**INTERPRET, "glue": glue}
+    compiled = torch.compile(model, backend="mirage", options=options)
     compiled(x).square().sum().backward()
     assert ran
     got = [p.grad for p in model.parameters()] + [x.grad]

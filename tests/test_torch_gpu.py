@@ -164,3 +164,29 @@ def test_kernel_profile_counts_each_calls_kernels_in_order() -> None:
     # call: the flushes between calls left out
     assert profile.launches == len(profile.sequence) >= 3 and profile.us > 0
     assert not any("Fill" in name for name, _ in profile.sequence)
+
+
+def test_a_training_step_on_cuda_gets_eagers_gradients(caplog) -> None:
+    """On CUDA tensors too: the µGraph's kernels run forward (its glue
+    eagerly), and each part's backward runs it again as torch."""
+    from test_torch_backend import GatedMLP
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = GatedMLP().cuda()
+    x = torch.randn(16, 8, device="cuda", requires_grad=True)
+    model(x).square().sum().backward()
+    want = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    compiled = torch.compile(model, backend="mirage", options=SEARCH)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        compiled(x).square().sum().backward()
+    torch._dynamo.reset()
+    log = [r.message for r in caplog.records]
+    assert any(re.search(r"ops as 1 µGraphs", m) for m in log)
+    assert any("glue runs eagerly: it records gradients" in m for m in log)
+    assert not any("runs as torch" in m for m in log)
+    got = [p.grad for p in model.parameters()] + [x.grad]
+    for g, w in zip(got, want, strict=True):
+        assert _rel_l2(g, w) < 2e-2

@@ -86,3 +86,21 @@ def test_export_checks_do_not_make_a_norm_an_output():
     (part,) = parts_of(upcast_norm_then_matmul, *xs)
     assert len(part.results) == 1
     assert "kernel.rms_norm" in str(part.captured.module)
+
+
+def append_to_an_empty_cache(x):
+    """A transformers ``DynamicCache`` layer's first update."""
+    keys = torch.tensor([], dtype=x.dtype)
+    return torch.exp(torch.cat([keys, x * 2.0], dim=-2))
+
+
+def test_an_empty_piece_of_a_concatenation_is_no_input_of_a_part():
+    """torch.cat skips the empty tensor; a part reading it took an input of
+    no size, which the GPU runtime refused (the part ran as torch)."""
+    x = torch.randn(1, 2, 3, 4)
+    (part,) = parts_of(append_to_an_empty_cache, x)
+    assert [tuple(i.meta["val"].shape) for i in part.inputs] == [(1, 2, 3, 4)]
+    compiled = torch.compile(
+        append_to_an_empty_cache, backend="mirage", options=INTERPRET
+    )
+    torch.testing.assert_close(compiled(x), append_to_an_empty_cache(x))

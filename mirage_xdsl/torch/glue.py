@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from mirage_xdsl.torch.gradients import records
 from mirage_xdsl.torch.part import MiragePart
 from mirage_xdsl.torch.returns import Returns, returned, returns_of
 
@@ -239,9 +240,17 @@ def compile_glue(
     gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
 ) -> Callable[..., Any]:
     """``gm`` with its torch ops compiled by Inductor and its parts as
-    ``mirage::part`` ops; ``gm`` itself, eager, where inputs require grad
+    ``mirage::part`` ops; ``gm`` itself, eager, where a call records
+    gradients (its parts then differentiate themselves: ``gradients.py``)
     or Inductor fails on it (one line says why). The parts it calls are
     registered while it lives."""
+    if records([*example_inputs, *gm.parameters()]):
+        log.info(
+            "mirage: graph %d glue runs eagerly: it records gradients (each "
+            "µGraph's backward runs its part again as torch)",
+            graph,
+        )
+        return gm
     keys = as_custom_ops(gm)
     compiled = _compiled_glue(gm, example_inputs, graph)
     try:
@@ -261,15 +270,6 @@ def _compiled_glue(
     gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
 ) -> Callable[..., Any]:
     """Inductor's build of ``gm``, or ``gm`` where it cannot be used."""
-    if torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
-    ):
-        log.info(
-            "mirage: graph %d glue runs eagerly: it records gradients (each "
-            "µGraph's backward runs its part again as torch)",
-            graph,
-        )
-        return gm
     try:
         return compile_fx(_plain(gm), list(example_inputs))
     except Exception as e:

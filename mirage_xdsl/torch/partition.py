@@ -207,6 +207,26 @@ class Account:
     torch: dict[fx.Node, str] = field(default_factory=dict)
 
 
+def drop_empty_pieces(graph: fx.Graph) -> None:
+    """Leave the empty tensors out of each ``aten.cat`` that has others of
+    its result's dtype: torch skips them, and read by a part they would be
+    inputs of no kernel and no size (a transformers ``DynamicCache`` layer
+    starts as ``torch.tensor([])``, concatenated with the first keys)."""
+    for node in graph.find_nodes(op="call_function", target=torch.ops.aten.cat.default):
+        pieces = node.args[0]
+        out = node.meta.get("val")
+        vals = [p.meta.get("val") if isinstance(p, fx.Node) else None for p in pieces]
+        if out is None or any(v is None for v in vals):
+            continue
+        kept = [p for p, v in zip(pieces, vals, strict=True) if v.numel()]
+        if (
+            kept
+            and len(kept) < len(pieces)
+            and all(v.dtype == out.dtype for v in vals if v.numel())
+        ):
+            node.args = (kept, *node.args[1:])
+
+
 def partition(gm: fx.GraphModule) -> Account:
     """The µGraphs of ``gm`` and the reason each other op stays torch.
 
@@ -217,6 +237,7 @@ def partition(gm: fx.GraphModule) -> Account:
     for node in list(gm.graph.nodes):
         if node.target in IGNORED and not node.users:
             gm.graph.erase_node(node)
+    drop_empty_pieces(gm.graph)
     support = Support(gm.graph)
     converted: dict[frozenset[str], Part | str] = {}
     while True:
