@@ -171,6 +171,17 @@ def test_backend_rejects_unknown_cpu_mode():
         mirage_backend(gm, [torch.zeros(2)], options={"cpu": "gpu"})
 
 
+def test_backend_rejects_an_unknown_option_before_tracing():
+    """One line naming the option and what the backend takes, not a failed
+    search per part."""
+    gm = torch.fx.symbolic_trace(lambda x: x.exp())
+    with pytest.raises(
+        MirageError, match=r"unknown backend option\(s\) 'serch'.*budget"
+    ):
+        mirage_backend(gm, [torch.zeros(2)], options={"serch": {"budget": 10}})
+    mirage_backend(gm, [torch.zeros(2)], options={"budget": 10, "cache_dir": "none"})
+
+
 @pytest.mark.skipif(
     not hasattr(mirage_xdsl, "superoptimize"),
     reason="needs the search (mirage_xdsl.superoptimize)",

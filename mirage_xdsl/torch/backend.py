@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -84,11 +84,34 @@ class BackendOptions:
                 f"error: backend option 'glue' must be one of {list(GLUE_MODES)}, "
                 f"got {glue!r}"
             )
+        _check_search_options(options)
         return BackendOptions(bool(superoptimize), cpu, glue, options)
 
     def glue_for(self, cuda: bool) -> str:
         """How the torch ops between µGraphs run for a graph."""
         return self.glue or ("inductor" if cuda else "eager")
+
+
+SEARCH_CALL_OPTIONS = ("measure", "cache_dir", "log")
+"""Options of a search call beside :class:`SearchOptions`'s
+(``torch.function.searched``)."""
+
+
+def _check_search_options(options: dict[str, Any]) -> None:
+    """Refuse, before anything is traced, options the search does not take
+    (a misspelt budget was refused by every part's search in turn, each
+    part then running as captured)."""
+    try:
+        from mirage_xdsl.search.options import SearchOptions
+    except ImportError:  # no search installed: superoptimize=False is the way
+        return
+    known = sorted({f.name for f in fields(SearchOptions)} | {*SEARCH_CALL_OPTIONS})
+    if unknown := sorted(set(options) - set(known)):
+        raise MirageError(
+            f"error: unknown backend option(s) {', '.join(map(repr, unknown))}: "
+            f"the backend takes 'superoptimize', 'cpu', 'glue' and the search's "
+            f"options ({', '.join(known)})"
+        )
 
 
 def mirage_backend(
