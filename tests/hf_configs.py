@@ -3,7 +3,7 @@ Llama with grouped key/value heads and of a GPT-2, small enough for the CPU."""
 
 from __future__ import annotations
 
-from transformers import GPT2Config, LlamaConfig, Phi3Config
+from transformers import GPT2Config, LlamaConfig, MixtralConfig, Phi3Config
 
 TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
 LAYERS = 2
@@ -39,5 +39,17 @@ def gpt2_config() -> GPT2Config:
         n_positions=64,
         bos_token_id=0,
         eos_token_id=0,
+        attn_implementation="sdpa",
+    )
+
+
+def mixtral_config() -> MixtralConfig:
+    """A two-layer Mixtral of the same shapes: 4 experts, 2 of them a token."""
+    shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS, vocab_size=128)
+    return MixtralConfig(
+        **shape,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=128,
         attn_implementation="sdpa",
     )

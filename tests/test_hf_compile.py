@@ -14,7 +14,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_configs import LAYERS, gpt2_config, llama_config, phi3_config  # noqa: E402
+from hf_configs import (  # noqa: E402
+    LAYERS,
+    gpt2_config,
+    llama_config,
+    mixtral_config,
+    phi3_config,
+)
 from transformers import LlamaForCausalLM, StaticCache  # noqa: E402
 
 INTERPRET = {"cpu": "interpret", "superoptimize": False}
@@ -81,6 +87,20 @@ def test_phi3_tokens_match_eager(caplog):
         m.split()[1] for m in caplog.messages if re.match(r"mirage: {3}\S+ is @", m)
     }
     assert len(names) >= 4 and all(re.fullmatch(r"mirage_\d+", n) for n in names)
+
+
+@pytest.mark.slow
+def test_a_mixture_of_experts_gives_eager_tokens(caplog):
+    """Mixtral: the router's top-k and the gathers of each expert's tokens
+    stay torch, the experts' projections and the attention are µGraphs."""
+    from transformers import MixtralForCausalLM
+
+    torch.manual_seed(0)
+    model = MixtralForCausalLM(mixtral_config()).eval()
+    assert compiled_tokens(model, 4, caplog) == greedy(model, model, 4)
+    log = caplog.messages
+    assert any(re.search(r"torch  aten\.topk ", m) for m in log)
+    assert any(re.search(r"mirage_\d+  aten\.linear ", m) for m in log)
 
 
 def test_prompts_of_other_lengths_keep_their_parts_as_mugraphs(caplog):
