@@ -337,13 +337,33 @@ def two_rotaries(batch: int):
 
 
 @pytest.mark.parametrize("batch", [1, 2])
-def test_rows_of_two_head_counts_are_no_one_grid(batch: int) -> None:
-    """One grid over 4 heads would leave the keys' output unmapped along
-    it (a training step's batch of 2 failed its search on it); each
-    rotation is row-local on its own, the two together are not."""
+def test_rotations_of_two_head_counts_are_a_kernel_each(batch: int) -> None:
+    """One grid over 4 heads would leave the keys' output unmapped along it
+    (a training step's batch of 2 failed its search on it): the queries' and
+    the keys' rotations share no op, so each is a kernel over its own rows,
+    and the two stay one segment."""
     module = two_rotaries(batch)
-    ug = from_function(entry_function(module))
-    assert row_fused(ug) is None
-    assert pieces_of(module)  # partitioned, where it raised
-    one = rope(shape=(batch, 2, 8, 16))  # cos and sin of every head alike
-    assert row_fused(from_function(entry_function(one))) is not None
+    fused = row_fused(from_function(entry_function(module)))
+    assert fused is not None and fused.kernels == 2
+    grids = {1: [(4, 8, 1), (2, 8, 1)], 2: [(2, 4, 8), (2, 2, 8)]}[batch]
+    assert [op.graph.grid for op in fused.ops] == grids  # type: ignore[union-attr]
+    assert equivalent(module, to_module(fused)).equivalent
+    (segment,) = pieces_of(module)
+    assert segment.count("kernel.add") == 2
+
+
+def broadcast_output_feeding_a_wider_one():
+    """``w * 2`` over one head is returned, and scales ``x`` over four."""
+    g = new_kernel_graph("broadcast_output")
+    x, w = g.new_input((2, 4, 8, 16)), g.new_input((1, 1, 8, 16))
+    scaled = g.mul_scalar(w, 2.0)
+    g.mark_output(scaled)
+    g.mark_output(g.mul(x, scaled))
+    return g.module()
+
+
+def test_an_output_narrower_than_the_grid_is_no_row_fused_kernel() -> None:
+    """Its blocks would all write the narrow output: no grid covers both."""
+    module = broadcast_output_feeding_a_wider_one()
+    assert row_fused(from_function(entry_function(module))) is None
+    assert pieces_of(module)

@@ -15,12 +15,18 @@ an element-wise ``f``; a slice of a concatenation is a slice of its pieces),
 where a ``block.input`` reads its window of the row in place. A
 concatenation stays one (``block.concat``).
 
+Parts of a program that share no op and no rows (the rotary embeddings of
+a layer's queries over 4 heads and keys over 2, side by side) are a kernel
+each, over their own rows, where one grid would cover neither.
+
 It is a candidate beside the search's own, and the input (one kernel per
 op) beside both: a LayerNorm written as ten plain ops is one kernel even
 when the search cannot enumerate a ten-op block graph within its budget.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from mirage_xdsl.dialects.shapes import lift
 from mirage_xdsl.search.ugraph import (
@@ -164,8 +170,69 @@ class _Rows:
 
 def row_fused(ug: UGraph) -> UGraph | None:
     """``ug`` as one customized kernel over whole rows (before the µGraph
-    optimizer); None when it is not :func:`row_local` or its leading dims
-    do not fit a grid."""
+    optimizer), or where no one grid covers it, one for each part of it
+    that shares no op with the others (:func:`independent_parts`: the
+    rotary embeddings of a layer's queries and keys, over 4 heads and 2);
+    None when it is not :func:`row_local` or a part's leading dims do not
+    fit a grid."""
+    one = _one_kernel(ug)
+    parts = independent_parts(ug)
+    if one is not None or len(parts) == 1:
+        return one
+    kernels: list[KernelOp] = []
+    where: dict[int, int] = {}
+    for part, numbers in parts:
+        fused = _one_kernel(part)
+        if fused is None:
+            return None
+        (kernel,) = fused.ops
+        base = len(ug.inputs) + sum(k.n_results for k in kernels)
+        where.update((v, base + k) for k, v in enumerate(numbers))
+        kernels.append(kernel)
+    outputs = tuple(where[v] for v in ug.outputs)
+    return replace(ug, ops=tuple(kernels), outputs=outputs)
+
+
+def independent_parts(ug: UGraph) -> list[tuple[UGraph, tuple[int, ...]]]:
+    """``ug`` cut where no op reads another's result, each part with the
+    numbers its outputs have in ``ug``. A part keeps every argument (it
+    reads those it needs) and returns the outputs its ops make."""
+    first = len(ug.inputs)
+    owner = list(range(len(ug.ops)))
+
+    def root(j: int) -> int:
+        while owner[j] != j:
+            owner[j] = owner[owner[j]]
+            j = owner[j]
+        return j
+
+    for j, op in enumerate(ug.ops):
+        for v in op.operands:
+            if v >= first:
+                owner[root(v - first)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for j in range(len(ug.ops)):
+        groups.setdefault(root(j), []).append(j)
+    if len(groups) == 1:
+        return [(ug, ug.outputs)]
+    parts = []
+    for members in groups.values():
+        number = {first + j: first + k for k, j in enumerate(members)}
+        ops = tuple(
+            replace(
+                ug.ops[j], operands=tuple(number.get(v, v) for v in ug.ops[j].operands)
+            )
+            for j in members
+        )
+        mine = tuple(v for v in ug.outputs if v in number)
+        part = replace(ug, ops=ops, outputs=tuple(number[v] for v in mine))
+        parts.append((part, mine))
+    return parts
+
+
+def _one_kernel(ug: UGraph) -> UGraph | None:
+    """``ug`` as one customized kernel over whole rows; None when it is not
+    :func:`row_local` or its leading dims do not fit one grid."""
     if not _row_ops(ug):
         return None
     built = _Rows(ug)
@@ -174,8 +241,10 @@ def row_fused(ug: UGraph) -> UGraph | None:
         return None
     rank = _rank(ug)
     shapes = [lift(s, rank) for s in kernel_shapes(ug)]
-    rows = tuple(max(s[d] for s in shapes) for d in range(rank - 1))
-    if not _one_grid(shapes, [shapes[v] for v in ug.outputs], rows):
+    read = {v for v, _ in built.reads}
+    held = [s for v, s in enumerate(shapes) if v >= len(ug.inputs) or v in read]
+    rows = tuple(max(s[d] for s in held) for d in range(rank - 1))
+    if not _one_grid(held, [shapes[v] for v in ug.outputs], rows):
         return None
     split = [d for d, n in enumerate(rows) if n > 1][-3:]
     if any(rows[d] > MAX_GRID for d in split):
@@ -208,7 +277,7 @@ def row_fused(ug: UGraph) -> UGraph | None:
     graph = BlockGraph(grid, 1, inputs, ops, outputs)  # type: ignore[arg-type]
     kernel = KernelOp("customized", tuple(used), (), graph)
     outs = tuple(len(ug.inputs) + i for i in range(len(graph.outputs)))
-    return UGraph(ug.name, ug.dtype, ug.inputs, (kernel,), outs)
+    return replace(ug, ops=(kernel,), outputs=outs)
 
 
 def _one_grid(shapes: list[Shape], outputs: list[Shape], rows: Shape) -> bool:

@@ -135,8 +135,8 @@ def row_layouts(
 ) -> frozenset[Operation]:
     """The slices and concatenations along the last dim (:func:`along_rows`)
     that stay inside a segment: each whose segment, with it inside, is
-    row-local (``fusion.row_fused`` builds it as one kernel that fits shared
-    memory). Every such op starts inside; a slice no op of its segment reads
+    row-local (``fusion.row_fused`` builds it as kernels of whole rows that
+    fit shared memory). Every such op starts inside; a slice no op of its segment reads
     is taken out, and of a segment that is not row-local (it holds a
     matmul, or a slice of part of a norm's row), the first of them (those no
     other one feeds), and so on until every segment holding one is
