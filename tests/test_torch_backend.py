@@ -708,3 +708,28 @@ def test_a_training_step_gets_eagers_gradients_through_ugraphs(glue, monkeypatch
     got = [p.grad for p in model.parameters()] + [x.grad]
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w)
+
+
+def test_a_training_steps_output_may_be_written_in_place():
+    """A part's output that is a view (of a program result, an input or a
+    constant) is its own tensor when gradients are recorded, so the caller
+    may write it in place (autograd refuses to for a custom function's
+    view)."""
+    torch.manual_seed(0)
+    model = GatedMLP()
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def scaled(x):
+        return model(x).reshape(2, 2, 8)
+
+    def step(fn):
+        y = fn(x)
+        y.mul_(2.0)
+        y.sum().backward()
+        grad = model.down.weight.grad.clone()
+        model.zero_grad()
+        return grad
+
+    want = step(scaled)
+    got = step(torch.compile(scaled, backend="mirage", options=INTERPRET))
+    torch.testing.assert_close(got, want)

@@ -77,13 +77,15 @@ class _Recompute(torch.autograd.Function):
 def _own_storage(
     outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, ...]:
-    """``outs``, each copied where it shares storage with an input or an
-    earlier output: a custom function's outputs are its own tensors (a part
-    returns views of its inputs, and two views of one program result)."""
+    """``outs``, each copied where it is a view or shares storage with an
+    input or an earlier output: a custom function's outputs are its own
+    tensors, which a caller may write in place (a part returns views of its
+    inputs and of the constants it holds, and two views of one program
+    result)."""
     taken = {x.untyped_storage().data_ptr() for x in inputs}
     own = []
     for o in outs:
-        if o.untyped_storage().data_ptr() in taken:
+        if o._is_view() or o.untyped_storage().data_ptr() in taken:
             o = o.clone()
         taken.add(o.untyped_storage().data_ptr())
         own.append(o)
