@@ -733,3 +733,26 @@ def test_a_training_steps_output_may_be_written_in_place():
     want = step(scaled)
     got = step(torch.compile(scaled, backend="mirage", options=INTERPRET))
     torch.testing.assert_close(got, want)
+
+
+def checkpointed(x, w):
+    return torch.utils.checkpoint.checkpoint(
+        lambda a: torch.exp(a @ w), x, use_reentrant=False
+    )
+
+
+def test_a_graph_torch_export_refuses_names_its_higher_order_op(caplog):
+    """Activation checkpointing is a higher-order op torch.export refuses
+    with a bare name (``_checkpoint_context_fn``): the line says which op,
+    at which line, and the graph runs as torch."""
+    x, w = inputs(4)
+    x.requires_grad_(True)
+    compiled = torch.compile(checkpointed, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.WARNING, logger="mirage_xdsl.torch"):
+        out = compiled(x, w)
+    torch.testing.assert_close(out, torch.exp(x @ w))
+    out.sum().backward()
+    assert x.grad is not None
+    (line,) = [m for m in mirage_log(caplog) if "torch.export refused it" in m]
+    assert "it holds tag_activation_checkpoint at" in line
+    assert f"{__file__}:{line_of(checkpointed, 'checkpoint(')}" in line

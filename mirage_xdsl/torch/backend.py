@@ -213,7 +213,10 @@ def _build(
     except Exception as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         log.warning(
-            "mirage: graph %d runs as torch: torch.export refused it: %s", graph, first
+            "mirage: graph %d runs as torch: torch.export refused it: %s%s",
+            graph,
+            first,
+            higher_order(gm),
         )
         return gm.forward
     account = partition(program)
@@ -272,6 +275,18 @@ def report(graph: int, account: Account) -> None:
             log.info("mirage:   %s  %s  %s", part.name, op_name(node), where(node))
     for node, why in account.torch.items():
         log.info("mirage:   torch  %s  %s: %s", op_name(node), where(node), why)
+
+
+def higher_order(gm: fx.GraphModule) -> str:
+    """What of ``gm`` torch.export likely refused: its first higher-order op
+    (activation checkpointing's ``tag_activation_checkpoint``, a ``cond``),
+    named with its line of model code; empty where it has none."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(
+            node.target, torch._ops.HigherOrderOperator
+        ):
+            return f" (it holds {node.target.name()} at {where(node)})"
+    return ""
 
 
 def where(node: fx.Node) -> str:
