@@ -176,9 +176,11 @@ def row_fused(ug: UGraph) -> UGraph | None:
     None when it is not :func:`row_local` or a part's leading dims do not
     fit a grid."""
     one = _one_kernel(ug)
-    parts = independent_parts(ug)
-    if one is not None or len(parts) == 1:
+    if one is not None:
         return one
+    parts = independent_parts(ug)
+    if len(parts) == 1:
+        return None
     kernels: list[KernelOp] = []
     where: dict[int, int] = {}
     for part, numbers in parts:
