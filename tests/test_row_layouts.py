@@ -367,3 +367,23 @@ def test_an_output_narrower_than_the_grid_is_no_row_fused_kernel() -> None:
     module = broadcast_output_feeding_a_wider_one()
     assert row_fused(from_function(entry_function(module))) is None
     assert pieces_of(module)
+
+
+def two_rotations_fused():
+    return to_module(row_fused(from_function(entry_function(two_rotaries(2)))))  # type: ignore[arg-type]
+
+
+def test_two_rotations_as_cuda_c_match_the_interpreter() -> None:
+    assert_emulation_matches(two_rotations_fused())
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC not installed")
+def test_two_rotations_compile_for_sm90_through_nvrtc() -> None:
+    compiled = nvrtc.compile_cuda(generate_program(two_rotations_fused()).source)
+    assert compiled.cubin and ".target sm_90" in compiled.ptx
+
+
+@needs_triton
+def test_two_rotations_compile_for_sm90_through_triton() -> None:
+    for compiled in _compile_all_forms(two_rotations_fused()):
+        _check_compiled(compiled)
