@@ -26,9 +26,11 @@ when the search cannot enumerate a ten-op block graph within its budget.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import replace
 
 from mirage_xdsl.dialects.shapes import lift
+from mirage_xdsl.ir.union_find import UnionFind
 from mirage_xdsl.search.ugraph import (
     ELEMENTWISE,
     BlockGraph,
@@ -200,21 +202,14 @@ def independent_parts(ug: UGraph) -> list[tuple[UGraph, tuple[int, ...]]]:
     numbers its outputs have in ``ug``. A part keeps every argument (it
     reads those it needs) and returns the outputs its ops make."""
     first = len(ug.inputs)
-    owner = list(range(len(ug.ops)))
-
-    def root(j: int) -> int:
-        while owner[j] != j:
-            owner[j] = owner[owner[j]]
-            j = owner[j]
-        return j
-
+    linked = UnionFind()
     for j, op in enumerate(ug.ops):
         for v in op.operands:
             if v >= first:
-                owner[root(v - first)] = root(j)
-    groups: dict[int, list[int]] = {}
+                linked.union(v - first, j)
+    groups: dict[Hashable, list[int]] = {}
     for j in range(len(ug.ops)):
-        groups.setdefault(root(j), []).append(j)
+        groups.setdefault(linked.find(j), []).append(j)
     if len(groups) == 1:
         return [(ug, ug.outputs)]
     parts = []

@@ -136,8 +136,8 @@ def row_layouts(
     """The slices and concatenations along the last dim (:func:`along_rows`)
     that stay inside a segment: each whose segment, with it inside, is
     row-local (``fusion.row_fused`` builds it as kernels of whole rows that
-    fit shared memory). Every such op starts inside; a slice no op of its segment reads
-    is taken out, and of a segment that is not row-local (it holds a
+    fit shared memory). Every such op starts inside; a slice no op of its
+    segment reads is taken out, and of a segment that is not row-local (it holds a
     matmul, or a slice of part of a norm's row), the first of them (those no
     other one feeds), and so on until every segment holding one is
     row-local: the slices of a matmul's result cut, a concatenation of what

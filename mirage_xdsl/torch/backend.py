@@ -49,7 +49,7 @@ from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.function import MirageFunction, search
 from mirage_xdsl.torch.glue import GLUE_MODES, compile_glue
 from mirage_xdsl.torch.nodes import op_name
-from mirage_xdsl.torch.partition import Account, Part, fuse, partition
+from mirage_xdsl.torch.partition import Account, Part, fuse, on_cuda, partition
 from mirage_xdsl.torch.trace import export, is_library, node_location
 
 log = logging.getLogger("mirage_xdsl.torch")
@@ -122,8 +122,7 @@ def mirage_backend(
     """A TorchDynamo backend: µGraphs where mirage can, torch elsewhere."""
     opts = BackendOptions.parse(options)
     graph = next(_graphs)
-    cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
-    if not cuda and opts.cpu == "eager":
+    if not on_cuda(example_inputs) and opts.cpu == "eager":
         log.info(
             "mirage: graph %d runs as torch: CPU graph (options cpu='interpret')", graph
         )
@@ -135,7 +134,7 @@ def mirage_backend(
             graph,
         )
         return PerShape(gm, opts, graph)
-    return _build(gm, example_inputs, opts, graph, cuda)
+    return _build(gm, example_inputs, opts, graph)
 
 
 def is_dynamic(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
@@ -193,8 +192,7 @@ class PerShape:
                 self.over = True
             return self.gm(*args)
         if run is None:
-            cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-            run = _build(self.gm, list(args), self.opts, next(_graphs), cuda)
+            run = _build(self.gm, list(args), self.opts, next(_graphs))
             self.builds[key] = run
         return run(*args)
 
@@ -204,7 +202,6 @@ def _build(
     example_inputs: Sequence[Any],
     opts: BackendOptions,
     graph: int,
-    cuda: bool,
 ) -> Callable[..., Any]:
     """``gm`` exported at the shapes of ``example_inputs``, partitioned, its
     parts as µGraphs and the rest as torch."""
@@ -222,7 +219,7 @@ def _build(
     account = partition(program)
     fuse(program, account.parts, lambda part: _runner(part, opts))
     report(graph, account)
-    if opts.glue_for(cuda) == "inductor":
+    if opts.glue_for(on_cuda(example_inputs)) == "inductor":
         return compile_glue(program, example_inputs, graph)
     return program
 

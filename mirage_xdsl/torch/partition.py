@@ -19,7 +19,7 @@ after the search); everything else runs as torch.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,16 +120,18 @@ BOOL_SAFE = frozenset(
 """Ops that only move a boolean mask's elements: the same on its 0/1 copy."""
 
 
+def on_cuda(inputs: Sequence[Any]) -> bool:
+    """Whether a graph called on ``inputs`` is a CUDA graph: any of them is
+    a CUDA tensor (a CPU tensor among them stays with the torch ops that
+    read it)."""
+    return any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
+
+
 def _compute_device(graph: fx.Graph) -> str:
-    """Where the graph's µGraphs run: ``cuda`` if any of its inputs is a
-    CUDA tensor (a CPU tensor among them stays with the torch ops that read
-    it), else ``cpu``."""
-    for node in graph.nodes:
-        value = node.meta.get("val")
-        if node.op == "placeholder" and isinstance(value, torch.Tensor):
-            if value.device.type == "cuda":
-                return "cuda"
-    return "cpu"
+    """Where the graph's µGraphs run: ``cuda`` if it is a CUDA graph
+    (:func:`on_cuda` of its inputs), else ``cpu``."""
+    inputs = [n.meta.get("val") for n in graph.find_nodes(op="placeholder")]
+    return "cuda" if on_cuda(inputs) else "cpu"
 
 
 def _is_mutating(node: fx.Node) -> bool:
