@@ -32,7 +32,10 @@ def differentiable(
     run: Run, torch_ops: Run, inputs: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, ...]:
     """``run(*inputs)`` with a backward through ``torch_ops`` (the same
-    function as torch ops)."""
+    function as torch ops). ``run``'s outputs must be tensors of their own,
+    neither views nor sharing storage with an input or each other: a caller
+    may write them in place, which autograd refuses for a custom function's
+    view."""
     return _Recompute.apply(run, torch_ops, *inputs)
 
 
@@ -41,7 +44,7 @@ class _Recompute(torch.autograd.Function):
     def forward(ctx: Any, run: Run, torch_ops: Run, *inputs: torch.Tensor) -> Any:
         ctx.torch_ops = torch_ops
         ctx.save_for_backward(*inputs)
-        outs = _own_storage(run(*inputs), inputs)
+        outs = tuple(run(*inputs))
         ctx.mark_non_differentiable(*(o for o in outs if not o.is_floating_point()))
         return outs
 
@@ -72,21 +75,3 @@ class _Recompute(torch.autograd.Function):
         )
         each = iter(found)
         return (None, None, *(next(each) if w else None for w in wanted))
-
-
-def _own_storage(
-    outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]
-) -> tuple[torch.Tensor, ...]:
-    """``outs``, each copied where it is a view or shares storage with an
-    input or an earlier output: a custom function's outputs are its own
-    tensors, which a caller may write in place (a part returns views of its
-    inputs and of the constants it holds, and two views of one program
-    result)."""
-    taken = {x.untyped_storage().data_ptr() for x in inputs}
-    own = []
-    for o in outs:
-        if o._is_view() or o.untyped_storage().data_ptr() in taken:
-            o = o.clone()
-        taken.add(o.untyped_storage().data_ptr())
-        own.append(o)
-    return tuple(own)

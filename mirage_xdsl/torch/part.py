@@ -231,8 +231,15 @@ class MiragePart(torch.nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if records(inputs):  # its backward runs the part again as torch
-            return differentiable(self._call, self.fallback, inputs)
+            return differentiable(self._own, self.fallback, inputs)
         return self._call(*inputs)
+
+    def _own(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`_call`'s outputs, each copied where it is a view (of a
+        program result, an input or a constant) or shares storage with an
+        input or another output."""
+        out = self._call(*inputs)
+        return tuple(unshared([(o, o._is_view()) for o in out], inputs))
 
     def _call(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.attempt(
@@ -331,7 +338,7 @@ def unshared(
 ) -> list[torch.Tensor]:
     """What an op may return: each tensor, copied where it shares storage
     with one of ``inputs`` or an earlier tensor, or where its flag says it is
-    held elsewhere (a part's constant)."""
+    held elsewhere (a part's constant) or must be its own (a view)."""
     taken = {x.untyped_storage().data_ptr() for x in inputs}
     out = []
     for x, held in tensors:
