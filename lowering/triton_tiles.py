@@ -11,14 +11,17 @@ op ties together (an element-wise op ties an operand dim to the result dim of
 the same extent; a matmul ties M, N, K and the batch dims; a reduction ties all
 but the reduced dim; a transpose ties each result dim to the operand dim it
 came from). A class's padded extent is the next power of two of its real
-extent, raised to 16 when the class is a dimension of a ``tl.dot``. The
+extent, raised to 16 when the class is a dimension of a ``tl.dot``, but for
+the rows of batches that share one right operand: those become one 2-d dot,
+so only all their rows together must reach 16 (:func:`dot_rows`). The
 operand dim of a broadcast (extent 1 against n) is not tied, so it stays
 broadcastable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from math import prod
 
 from xdsl.ir import Operation, SSAValue
 
@@ -107,6 +110,20 @@ def tie_op(classes: UnionFind, op: Operation) -> None:
                     classes.union((v, d), (result, d))
 
 
+def dot_rows(op: Operation, padded: Callable[[Dim], int]) -> int:
+    """The least padded M of a tensor-core matmul: :data:`DOT_MIN`, or less
+    when its right operand has a single batch, so that its left operand's
+    batches become the rows of one 2-d ``tl.dot``
+    (``triton_matmul.batched_dot_operands``) and only their product must
+    reach :data:`DOT_MIN` (eight batches of one row: two rows each, not 16)."""
+    a, b = op.operands
+    rank = len(shape(op.results[0]))
+    if any(padded((b, d)) > 1 for d in range(rank - 2)):
+        return DOT_MIN
+    batches = prod(padded((a, d)) for d in range(rank - 2))
+    return max(1, DOT_MIN // batches)
+
+
 def padded_shapes(
     ops: Iterable[Operation],
     dot_ops: Iterable[Operation],
@@ -125,18 +142,25 @@ def padded_shapes(
     classes = UnionFind()
     for op in ops:
         tie_op(classes, op)
-    least: dict[Dim, int] = {}
-    for op in dot_ops:
-        for pair in matmul_dims(op):
-            least[classes.find(pair[0])] = DOT_MIN
-    for op in fma_ops:
-        least[classes.find(matmul_dims(op)[2][0])] = DOT_MIN
     extent: dict[Dim, int] = {}
     for op in ops:
         for v in op.results:
             for d, n in enumerate(shape(v)):
                 root = classes.find((v, d))
                 extent[root] = max(extent.get(root, 1), next_pow2(n))
+    least: dict[Dim, int] = {}
+
+    def at_least(dim: Dim, n: int) -> None:
+        root = classes.find(dim)
+        least[root] = max(least.get(root, 1), n)
+
+    for op in dot_ops:
+        m, n, k = matmul_dims(op)
+        at_least(m[0], dot_rows(op, lambda dim: extent.get(classes.find(dim), 1)))
+        at_least(n[0], DOT_MIN)
+        at_least(k[0], DOT_MIN)
+    for op in fma_ops:
+        at_least(matmul_dims(op)[2][0], DOT_MIN)
     return {
         v: tuple(
             max(extent[classes.find((v, d))], least.get(classes.find((v, d)), 1))

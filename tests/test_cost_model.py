@@ -9,7 +9,13 @@ import dataclasses
 import pytest
 
 from mirage_xdsl.ir.builder import new_kernel_graph, new_threadblock_graph
-from mirage_xdsl.search.cost_model import H100, SPILL_SLOWDOWN, cost, spills
+from mirage_xdsl.search.cost_model import (
+    H100,
+    SPILL_SLOWDOWN,
+    cost,
+    matmul_flops,
+    spills,
+)
 from mirage_xdsl.search.ugraph import block_shapes, from_function, kernel_shapes
 from mirage_xdsl.semantics.interpreter import entry_function
 
@@ -74,3 +80,12 @@ def test_a_decode_attentions_rescaling_loop_costs_each_iteration():
     assert extra == pytest.approx(8 * H100.rescale_seconds)
     prefill = _online_softmax_attention(rows=64)
     assert cost(prefill) == cost(prefill, base)
+
+
+def test_batches_sharing_a_weight_are_costed_as_one_dot_of_their_rows() -> None:
+    """Eight decode rows times one weight run as one 16-row ``tl.dot``; eight
+    batches each with its own right operand are eight dots of 16 rows."""
+    shared = matmul_flops((8, 1, 2048), (1, 2048, 64), mma=True)
+    assert shared == 2 * 16 * 64 * 2048
+    assert matmul_flops((8, 1, 2048), (8, 2048, 64), mma=True) == 8 * shared
+    assert matmul_flops((8, 1, 2048), (1, 2048, 64)) == 2 * 8 * 64 * 2048

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from math import prod
 from pathlib import Path
 
 import numpy as np
@@ -88,9 +89,51 @@ def test_legalize_preserves_semantics_and_pads_tiles(name, build, form) -> None:
             and op.attributes["triton.matmul"].data == "dot"
         ):
             lhs = op.lhs.owner.attributes[TILE_ATTR].get_values()
-            assert min(lhs[-2:]) >= 16
+            rhs = op.rhs.owner.attributes[TILE_ATTR].get_values()
+            # one weight for every batch: the batches' rows make one dot
+            rows = prod(lhs[:-1]) if prod(rhs[:-2]) == 1 else lhs[-2]
+            assert min(rows, lhs[-1], *rhs[-2:]) >= 16
     for got, ref in zip(interpreter.run(module, xs), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+SHARED_WEIGHT = """builtin.module {
+  func.func @shared(%0: tensor<BxMx128xf16>, %1: tensor<128x64xf16>, %2: tensor<BxMx64xf16>) -> tensor<BxMx64xf16> {
+    %3 = kernel.customized(%0, %1, %2) grid [4, 1, 1] block [128, 1, 1] forloop 2 : (tensor<BxMx128xf16>, tensor<128x64xf16>, tensor<BxMx64xf16>) -> tensor<BxMx64xf16> {
+    ^bb0(%4: tensor<BxMx128xf16>, %5: tensor<128x64xf16>, %6: tensor<BxMx64xf16>):
+      %7 = block.input %4 imap [-1, -1, -1] fmap 2 : tensor<BxMx128xf16> -> tensor<BxMx64xf16>
+      %8 = block.input %5 imap [2, -1, -1] fmap 1 : tensor<128x64xf16> -> tensor<1x64x16xf16>
+      %9 = block.input %6 imap [2, -1, -1] fmap -1 : tensor<BxMx64xf16> -> tensor<BxMx16xf16>
+      %10 = block.matmul %7, %8 : tensor<BxMx64xf16>, tensor<1x64x16xf16> -> tensor<BxMx16xf16>
+      %11 = block.forloop_accum %10 reduce "none" : tensor<BxMx16xf16> -> tensor<BxMx16xf16>
+      %12 = block.add %9, %11 : tensor<BxMx16xf16>, tensor<BxMx16xf16> -> tensor<BxMx16xf16>
+      block.output %12 omap [2, -1, -1] : tensor<BxMx16xf16>
+    }
+    func.return %3 : tensor<BxMx64xf16>
+  }
+}
+"""
+"""Batches of a few rows times one weight tile every batch shares, plus a
+residual: the matmul is one 2-d ``tl.dot`` over the batches' rows."""
+
+
+@pytest.mark.parametrize(
+    "batch, rows, dot_rows", [(8, 1, 16), (2, 3, 16), (4, 5, 32), (32, 1, 32)]
+)
+def test_batches_sharing_a_weight_pad_only_their_rows_together_to_16(
+    batch: int, rows: int, dot_rows: int, tmp_path: Path
+) -> None:
+    """Eight decode rows ``[8, 1, K]`` times a weight are one dot of 16 rows
+    (each batch's one row padded to 2), not of 128 (each padded to 16), and
+    Triton's interpreter computes it as ours does."""
+    text = SHARED_WEIGHT.replace("BxM", f"{batch}x{rows}")
+    source = generate_triton(parse(make_context(), text, "<shared>")).source
+    assert f"tl.dot(tl.reshape(x1, [{dot_rows}, 64])" in source
+    if TRITON_MISSING is not None:
+        return
+    path = tmp_path / "shared.mlir"
+    path.write_text(text)
+    assert not _failures(_interpret("file", str(path)))
 
 
 def test_concat_matmul_becomes_a_sum_of_dots() -> None:

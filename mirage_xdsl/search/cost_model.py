@@ -58,11 +58,18 @@ runs as multiply-and-sum on the CUDA cores."""
 
 
 def matmul_flops(a: Shape, b: Shape, mma: bool = False) -> int:
-    """2·m·n·k per batch; padded to the 16x8x16 mma tile on tensor cores."""
+    """2·m·n·k per batch; padded to the 16x8x16 mma tile on tensor cores. A
+    right operand of one batch makes the batches' rows one product, whose
+    rows together are padded (``triton_tiles.dot_rows``)."""
     m, k, n = a[-2], a[-1], b[-1]
+    batches = numel(a[:-2])
     if mma:
-        m, n, k = _pad(m, MMA_ROWS), _pad(n, 8), _pad(k, 16)
-    return 2 * m * n * k * numel(a[:-2])
+        n, k = _pad(n, 8), _pad(k, 16)
+        if numel(b[:-2]) == 1:
+            m, batches = _pad(m * batches, MMA_ROWS), 1
+        else:
+            m = _pad(m, MMA_ROWS)
+    return 2 * m * n * k * batches
 
 
 def op_flops(kind: str, operands: Sequence[Shape], out: Shape) -> int:
