@@ -40,10 +40,10 @@ from collections.abc import Callable
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 
+from mirage_xdsl.runtime.bandwidth import copy_bandwidth
 from mirage_xdsl.runtime.kernel_profile import kernel_profile
 
 FLUSH_BYTES = 256 << 20
-COPY_BYTES = 1 << 30
 
 
 def llama_config(small: bool) -> LlamaConfig:
@@ -216,26 +216,6 @@ def cache_write_us(
         "update": time_replays(update, reps, warmup=5)[0],
         "index_copy_": time_replays(copies, reps, warmup=5)[0],
     }
-
-
-def copy_bandwidth() -> float:
-    """Bytes per second of a 1 GiB device-to-device copy (read and written)."""
-    src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda").uniform_()
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    start, end = (
-        torch.cuda.Event(enable_timing=True),
-        torch.cuda.Event(enable_timing=True),
-    )
-    times = []
-    for _ in range(10):
-        start.record()
-        dst.copy_(src)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return 2 * COPY_BYTES / statistics.median(times)
 
 
 def floor_us(model: LlamaForCausalLM, cache_len: int, bandwidth: float) -> float:

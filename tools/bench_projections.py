@@ -31,7 +31,7 @@ calls in a CUDA graph, L2 flushed before each, the flushes' own time taken
 off, the median of the repetitions), its result checked against torch in
 fp32 first (a wrong result is reported, not timed). The floor of a program is
 the fewest bytes it must move (inputs read once, outputs written once) at the
-bandwidth of a 1 GiB device-to-device copy timed the same way; each method's
+bandwidth of a 1 GiB copy kernel timed the same way (``runtime/bandwidth.py``); each method's
 ``% of floor`` is floor / time.
 
 The run keeps to ``--budget`` seconds: the phases run cheapest first
@@ -86,7 +86,6 @@ NORMED = (
 weight): q/k/v as one matmul, and gate and up, of the 1B and 8B layers."""
 ROWS = (1, 8, 16)
 WIDTHS = (2048, 4096)
-COPY_BYTES = 1 << 30
 BATCH = 20
 """Calls per CUDA graph, as ``tools/bench.py``'s headline figure."""
 TOLERANCE = 2e-2
@@ -404,13 +403,10 @@ class Bench:
         return make
 
     def copy_bandwidth(self) -> float:
-        """Bytes per second of a 1 GiB device-to-device copy (read + write)."""
-        torch = self.torch
-        src = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device=self.device)
-        src.fill_(1)
-        dst = torch.empty_like(src)
-        us = self.timer.per_call_us([lambda: dst.copy_(src)], 1)
-        return COPY_BYTES / (us * 1e-6)
+        """Bytes per second of a 1 GiB copy kernel (read + write)."""
+        from mirage_xdsl.runtime.bandwidth import copy_bandwidth
+
+        return copy_bandwidth(self.timer, self.device)
 
 
 def launches_of(compiled) -> list[dict]:

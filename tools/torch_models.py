@@ -16,7 +16,7 @@ the µGraph's result against the model in fp32, and the time per call of the
 in a CUDA graph, L2 flushed before each, the flushes' own time subtracted,
 the median kept). Each layer's floor is its bytes (weights, cache, input and
 outputs, each moved once) over the copy bandwidth measured in the same run
-(a 1 GiB device-to-device copy, read plus written); each time is given as a
+(a 1 GiB copy kernel, read plus written: ``runtime/bandwidth.py``); each time is given as a
 percentage of it. A table per case gives each segment's search (its share
 of the budget, seconds, kernels, input and chosen time)::
 
@@ -160,14 +160,11 @@ def time_us(call: Callable[[], object]) -> float:
     return GraphTimer().per_call_us([call], CALLS)
 
 
-COPY_BYTES = 1 << 30
-
-
 def copy_tbps() -> float:
-    """TB/s of a 1 GiB device-to-device copy, counting bytes read and written."""
-    src = torch.empty(COPY_BYTES // 2, dtype=torch.float16, device="cuda")
-    dst = torch.empty_like(src)
-    return 2 * COPY_BYTES / (time_us(lambda: dst.copy_(src)) * 1e-6) / 1e12
+    """TB/s of a 1 GiB copy kernel, counting bytes read and written."""
+    from mirage_xdsl.runtime.bandwidth import copy_bandwidth
+
+    return copy_bandwidth() / 1e12
 
 
 def layer_bytes(model: nn.Module, inputs: list[torch.Tensor], outputs) -> int:
@@ -314,7 +311,7 @@ METHODS = ("mirage", "eager", "torch.compile", "max-autotune")
 
 def markdown(rows: list[dict], tbps: float) -> str:
     lines = [
-        f"Copy bandwidth {tbps:.2f} TB/s (1 GiB device-to-device, read + written); "
+        f"Copy bandwidth {tbps:.2f} TB/s (a 1 GiB copy kernel, read + written); "
         "µs per call, % of the floor in parentheses.\n",
         "| model | kernels before → after | rel. L2 vs fp32 (eager fp16) | floor µs | "
         + " | ".join(f"{m} µs" for m in METHODS)
