@@ -117,23 +117,36 @@ SHARED_WEIGHT = """builtin.module {
 residual: the matmul is one 2-d ``tl.dot`` over the batches' rows."""
 
 
-@pytest.mark.parametrize(
-    "batch, rows, dot_rows", [(8, 1, 16), (2, 3, 16), (4, 5, 32), (32, 1, 32)]
-)
+SHARED_ROWS = [(8, 1, 16), (2, 3, 16), (4, 5, 32), (32, 1, 32)]
+"""Batches, rows a batch and the rows of the one ``tl.dot`` they make."""
+
+
+def _shared_weight(batch: int, rows: int) -> str:
+    return SHARED_WEIGHT.replace("BxM", f"{batch}x{rows}")
+
+
+@pytest.mark.parametrize("batch, rows, dot_rows", SHARED_ROWS)
 def test_batches_sharing_a_weight_pad_only_their_rows_together_to_16(
-    batch: int, rows: int, dot_rows: int, tmp_path: Path
+    batch: int, rows: int, dot_rows: int
 ) -> None:
     """Eight decode rows ``[8, 1, K]`` times a weight are one dot of 16 rows
-    (each batch's one row padded to 2), not of 128 (each padded to 16), and
-    Triton's interpreter computes it as ours does."""
-    text = SHARED_WEIGHT.replace("BxM", f"{batch}x{rows}")
+    (each batch's one row padded to 2), not of 128 (each padded to 16)."""
+    text = _shared_weight(batch, rows)
     source = generate_triton(parse(make_context(), text, "<shared>")).source
     assert f"tl.dot(tl.reshape(x1, [{dot_rows}, 64])" in source
-    if TRITON_MISSING is not None:
-        return
-    path = tmp_path / "shared.mlir"
-    path.write_text(text)
-    assert not _failures(_interpret("file", str(path)))
+
+
+@needs_triton
+def test_batches_sharing_a_weight_compute_as_ours_in_tritons_interpreter(
+    tmp_path: Path,
+) -> None:
+    paths = []
+    for batch, rows, _ in SHARED_ROWS:
+        paths.append(tmp_path / f"shared_{batch}x{rows}.mlir")
+        paths[-1].write_text(_shared_weight(batch, rows))
+    rows = _interpret("file", *map(str, paths))  # one interpreter process
+    assert len(rows) >= len(SHARED_ROWS)
+    assert not _failures(rows)
 
 
 def test_concat_matmul_becomes_a_sum_of_dots() -> None:
