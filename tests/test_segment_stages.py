@@ -82,3 +82,30 @@ def test_without_a_measure_the_stages_sum_decides(monkeypatch) -> None:
     _, found, log = _run(None, monkeypatch)
     assert "timed as one program" not in log
     assert found.sym_name.data != "whole_pick"  # 7 µs apart against 10
+
+
+def test_stages_keep_their_part_of_the_share_when_the_whole_search_overran(
+    monkeypatch,
+) -> None:
+    """The whole segment's search given 6 of a 10 s share takes 20 (its input
+    slow to time): each of the two stages still gets its 2 s, not the least
+    budget a search takes."""
+    import time
+
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    fn = _normed_projection()
+    budgets: list[float] = []
+
+    def search(self, f, budget, progress, prologue=None):
+        budgets.append(budget)
+        clock[0] += 20.0 if f is fn else budget
+        seconds = 10e-6 if f is fn else 3e-6
+        report = Report(f.sym_name.data, input_cost=seconds, best_cost=seconds)
+        report.measured = [{"input": True, "chosen": True, "time_us": seconds * 1e6}]
+        return Outcome(None, f.clone(), report)
+
+    monkeypatch.setattr(_Segment, "_search", search)
+    segment = _Segment(0, 1, Shares(110.0, (1.0,)), SearchOptions(), None, None)
+    segment.run(fn, Progress(None), io.StringIO(), [])
+    assert budgets == pytest.approx([6.0, 2.0, 2.0])

@@ -146,7 +146,10 @@ ops."""
 
 WHOLE_FIRST = 0.6
 """Of a segment's share, the part its whole search gets when its stages
-(``partition.stages``) may be searched after it; they get the rest."""
+(``partition.stages``) may be searched after it; they get the rest, each
+stage at least its part of it even where the whole search overran (timing
+its input can take longer than the search), which the later segments'
+shares then give up."""
 
 
 @dataclass(frozen=True)
@@ -193,12 +196,13 @@ class _Segment:
                 file=log,
             )
         found, total = [], 0.0
+        kept = share * (1.0 - WHOLE_FIRST) / len(stages)
         for i, piece in enumerate(stages):
             assert isinstance(piece, Segment)
-            left = max(end - time.monotonic(), MIN_SECONDS)
+            left = max(end - time.monotonic(), 0.0)
             stage = self._search(
                 piece.function,
-                left / (len(stages) - i),
+                max(left / (len(stages) - i), kept, MIN_SECONDS),
                 progress,
                 restricted(prologue, piece.inputs),
             )
