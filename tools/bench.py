@@ -19,9 +19,9 @@ and 90th percentiles are reported. A second figure puts 20 calls in one graph
 (launch latency amortised, as inside a model's layer), each after a flush; a
 graph of the flushes alone is timed and subtracted; that second figure is the
 headline. A timer idle for over a second first keeps the GPU busy for 0.1 s,
-so clocks that dropped while something compiled are back up. A copy kernel over 1 GiB, timed the
-same way, gives the bandwidth roofline (``runtime/bandwidth.py``); each of our kernels' achieved
-bandwidth counts the fewest bytes it must move (inputs read once, outputs
+so clocks that dropped while something compiled are back up. A copy kernel
+over 1 GiB, timed the same way, gives the bandwidth roofline
+(``runtime/bandwidth.py``); each of our kernels' achieved bandwidth counts the fewest bytes it must move (inputs read once, outputs
 written once).
 
 torch.compile (especially max-autotune) can take minutes: compilations run

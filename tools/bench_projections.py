@@ -31,8 +31,8 @@ calls in a CUDA graph, L2 flushed before each, the flushes' own time taken
 off, the median of the repetitions), its result checked against torch in
 fp32 first (a wrong result is reported, not timed). The floor of a program is
 the fewest bytes it must move (inputs read once, outputs written once) at the
-bandwidth of a 1 GiB copy kernel timed the same way (``runtime/bandwidth.py``); each method's
-``% of floor`` is floor / time.
+bandwidth of a 1 GiB copy kernel timed the same way
+(``runtime/bandwidth.py``); each method's ``% of floor`` is floor / time.
 
 The run keeps to ``--budget`` seconds: the phases run cheapest first
 (torch.matmul, our default builds, torch.compile, the row-wise programs, the
