@@ -21,8 +21,8 @@ graph of the flushes alone is timed and subtracted; that second figure is the
 headline. A timer idle for over a second first keeps the GPU busy for 0.1 s,
 so clocks that dropped while something compiled are back up. A copy kernel
 over 1 GiB, timed the same way, gives the bandwidth roofline
-(``runtime/bandwidth.py``); each of our kernels' achieved bandwidth counts the fewest bytes it must move (inputs read once, outputs
-written once).
+(``runtime/bandwidth.py``); each of our kernels' achieved bandwidth counts
+the fewest bytes it must move (inputs read once, outputs written once).
 
 torch.compile (especially max-autotune) can take minutes: compilations run
 after the cheap methods, each under --compile-cap seconds, and only while the
