@@ -43,3 +43,15 @@ def pytest_xdist_make_scheduler(config, log):
             return m["page"] if m else nodeid
 
     return PagesTogether(config, log)
+
+
+LONGEST = (
+    "tests/test_filecheck.py::test_filecheck_suite",
+    "tests/test_triton.py::test_interpreted_kernels_match_ours_on_every_workload",
+)
+"""The default run's longest tests (about 50 and 20 s on two cores), started
+first: started last, one would run alone on one worker at the end."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))
