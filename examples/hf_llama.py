@@ -32,6 +32,7 @@ stays torch (embedding lookup, integer index math, cos/sin, KV-cache write).
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import statistics
 import time
@@ -44,6 +45,13 @@ from mirage_xdsl.runtime.bandwidth import copy_bandwidth
 from mirage_xdsl.runtime.kernel_profile import kernel_profile
 
 FLUSH_BYTES = 256 << 20
+CACHE_KEYWORD = (
+    "cache"
+    if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters
+    else "past_key_values"
+)
+"""The forward's keyword for the KV cache: ``cache`` from transformers 5.24
+on (``past_key_values`` is deprecated there), ``past_key_values`` before."""
 
 
 def llama_config(small: bool) -> LlamaConfig:
@@ -92,7 +100,7 @@ class Decoder:
     def run(self, ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         out = self.forward(
             input_ids=ids,
-            past_key_values=self.cache,
+            **{CACHE_KEYWORD: self.cache},
             cache_position=position,
             use_cache=True,
         )
