@@ -51,9 +51,13 @@ def searchable(fn: func.FuncOp) -> bool:
     )
 
 
+def option_names() -> frozenset[str]:
+    """The options :func:`make_options` takes: :class:`SearchOptions`'s fields."""
+    return frozenset(f.name for f in fields(SearchOptions))
+
+
 def make_options(**options: Any) -> SearchOptions:
-    names = {f.name for f in fields(SearchOptions)}
-    unknown = sorted(set(options) - names)
+    unknown = sorted(set(options) - option_names())
     if unknown:
         raise TypeError(f"unknown superoptimize option(s): {', '.join(unknown)}")
     return SearchOptions(**options)

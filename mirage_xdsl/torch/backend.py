@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function
-from mirage_xdsl.torch.function import MirageFunction, search
+from mirage_xdsl.torch.function import CALL_OPTIONS, MirageFunction, search
 from mirage_xdsl.torch.glue import GLUE_MODES, compile_glue
 from mirage_xdsl.torch.nodes import op_name
 from mirage_xdsl.torch.partition import Account, Part, fuse, on_cuda, partition
@@ -92,20 +92,15 @@ class BackendOptions:
         return self.glue or ("inductor" if cuda else "eager")
 
 
-SEARCH_CALL_OPTIONS = ("measure", "cache_dir", "log")
-"""Options of a search call beside :class:`SearchOptions`'s
-(``torch.function.searched``)."""
-
-
 def _check_search_options(options: dict[str, Any]) -> None:
     """Refuse, before anything is traced, options the search does not take
     (a misspelt budget was refused by every part's search in turn, each
     part then running as captured)."""
     try:
-        from mirage_xdsl.search.options import SearchOptions
+        from mirage_xdsl.search import option_names
     except ImportError:  # no search installed: superoptimize=False is the way
         return
-    known = sorted({f.name for f in fields(SearchOptions)} | {*SEARCH_CALL_OPTIONS})
+    known = sorted(option_names() | {*CALL_OPTIONS})
     if unknown := sorted(set(options) - set(known)):
         raise MirageError(
             f"error: unknown backend option(s) {', '.join(map(repr, unknown))}: "

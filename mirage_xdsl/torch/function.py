@@ -152,8 +152,13 @@ def search(module: ModuleOp, **options: Any) -> ModuleOp:
     return searched(module, **options)[0]
 
 
+CALL_OPTIONS = ("measure", "cache_dir", "log")
+"""What :func:`searched` takes beside the search's own options."""
+
+
 def searched(module: ModuleOp, **options: Any) -> tuple[ModuleOp, list[Report]]:
-    """:func:`search`, with the search's reports (one per segment)."""
+    """:func:`search`, with the search's reports (one per segment); of
+    ``options``, :data:`CALL_OPTIONS` say how to search, the rest what."""
     try:
         from mirage_xdsl.search import make_options, superoptimize_module
     except ImportError:
