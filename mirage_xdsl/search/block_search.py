@@ -69,6 +69,9 @@ output sets that complete the program come first, so this bound only cuts
 chains, the pairs tried last."""
 
 
+_UNTYPED = object()
+
+
 @dataclass
 class Class:
     """Tensors with one fingerprint: the ways found to compute them."""
@@ -133,6 +136,9 @@ class BlockSearch:
         values = [v.reshape(src.shape) for v, src in zip(values, sources, strict=True)]
         self.classes: list[Class] = []
         self._by_fp: dict[bytes, int] = {}
+        self._kinds: list[int] = []
+        self._kind_ids: dict[tuple, int] = {}
+        self._typed: dict[tuple, tuple | None] = {}
         self.ok = True
         for m, src, value in zip(self.maps, sources, values, strict=True):
             tile = input_tile(m, src, sizes, layout.loop)
@@ -159,17 +165,16 @@ class BlockSearch:
         """Check and evaluate one op on classes; None if it is pruned."""
         cs = [self.classes[v] for v in operands]
         ts = [c.tensor for c in cs]
-        got = R.apply(self.scope, kind, ts, attrs)
-        if got is None:
+        key = (kind, tuple(attrs.items()), *map(self._kind_of, operands))
+        typed = self._typed.get(key, _UNTYPED)
+        if typed is _UNTYPED:
+            typed = self._typed[key] = self._type(kind, ts, attrs)
+        if typed is None:
             return None
-        labels, partial, phase = got
-        try:
-            shape = result_shape(kind, [t.shape for t in ts], tuple(attrs.items()))
-        except shapes.ShapeError:
-            return None
-        expr_attrs = dict(attrs)
+        labels, partial, phase, shape = typed
+        expr_attrs = attrs
         if kind == "forloop_accum":
-            expr_attrs["forloop"] = self.sizes.forloop
+            expr_attrs = dict(attrs, forloop=self.sizes.forloop)
         expr = self.pruner.op_expr(
             kind, [t.expr for t in ts], [t.shape for t in ts], expr_attrs
         )
@@ -181,6 +186,29 @@ class BlockSearch:
         if not valid(value):
             return None
         return Tensor(shape, labels, expr, phase, partial), value
+
+    def _type(self, kind: str, ts: list[Tensor], attrs: dict) -> tuple | None:
+        """Labels, partial sums, phase and shape of an op's result (None if
+        the rules or the shapes refuse it)."""
+        got = R.apply(self.scope, kind, ts, attrs)
+        if got is None:
+            return None
+        try:
+            shape = result_shape(kind, [t.shape for t in ts], tuple(attrs.items()))
+        except shapes.ShapeError:
+            return None
+        return (*got, shape)
+
+    def _kind_of(self, v: int) -> int:
+        """An id shared by the classes alike in all that :meth:`_type` reads
+        (shape, labels, phase, partial sums): classes far outnumber these
+        kinds, so each op is typed once per kind of operands, not per class."""
+        kinds = self._kinds
+        while len(kinds) <= v:
+            t = self.classes[len(kinds)].tensor
+            sig = (t.shape, t.labels, t.phase, t.partial)
+            kinds.append(self._kind_ids.setdefault(sig, len(self._kind_ids)))
+        return kinds[v]
 
     def _specs(self, new: set[int], count: int) -> Iterator[tuple[str, tuple, dict]]:
         """Ops with at least one operand in ``new``, each once.
@@ -275,8 +303,9 @@ class BlockSearch:
 
     def _small_enough(self, operands: tuple[int, ...]) -> bool:
         """A cheap necessary condition for the derivation to fit max_ops."""
-        biggest = max(len(self.classes[v].deriv) for v in operands)
-        return biggest + 1 <= self.max_ops
+        classes = self.classes
+        limit = self.max_ops
+        return all(len(classes[v].deriv) < limit for v in operands)
 
     def saturate(self) -> None:
         if not self.ok:
