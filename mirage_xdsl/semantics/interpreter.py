@@ -34,7 +34,6 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
-from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel, thread
@@ -425,6 +424,11 @@ def run(
     domain = domain or FloatDomain()
     fn = entry_function(module, function)
     interpreter = Interpreter(module)
+    # Imported here: importing any of xDSL's interpreters imports them all
+    # (RISC-V's among them), a sixth of a second that every tool would
+    # otherwise pay at startup whether it interprets anything or not.
+    from xdsl.interpreters.func import FuncFunctions
+
     interpreter.register_implementations(FuncFunctions())
     interpreter.register_implementations(MirageFunctions(domain, collective))
     values = tuple(domain.load(x) for x in inputs)
