@@ -1,4 +1,5 @@
-"""Test-run setup: empty caches, and how pytest-xdist shares out the tests.
+"""Test-run setup: empty caches, the package's bytecode, and how pytest-xdist
+shares out the tests.
 
 Every run starts from empty caches, as CI's fresh machine does: the search,
 cubin and rewrite-library caches live under ``XDG_CACHE_HOME`` (or
@@ -8,16 +9,31 @@ and test something else than a fresh checkout, and would write into them.
 
 from __future__ import annotations
 
+import compileall
 import os
 import re
 import shutil
 import tempfile
+from pathlib import Path
 
 _CACHE_ROOT: str | None = None
 
 
+PACKAGES = ("mirage_xdsl", "dialects", "lowering", "passes")
+"""The source trees every tool process the tests start imports."""
+
+
 def pytest_configure(config) -> None:
     global _CACHE_ROOT
+    if not hasattr(config, "workerinput"):
+        # Byte-compiled once for the run, so that the hundreds of tool processes
+        # the tests start (mirage-opt under lit, searches, the CLI tests) load
+        # it instead of each compiling the sources again: an environment that
+        # sets PYTHONDONTWRITEBYTECODE otherwise
+        # never keeps what one process compiled for the next.
+        root = Path(__file__).resolve().parent.parent
+        for package in PACKAGES:
+            compileall.compile_dir(root / package, quiet=1)
     _CACHE_ROOT = tempfile.mkdtemp(prefix="mirage-test-cache-")
     os.environ["XDG_CACHE_HOME"] = _CACHE_ROOT
     os.environ.pop("MIRAGE_CACHE_DIR", None)
