@@ -28,9 +28,8 @@ def pytest_configure(config) -> None:
     if not hasattr(config, "workerinput"):
         # Byte-compiled once for the run, so that the hundreds of tool processes
         # the tests start (mirage-opt under lit, searches, the CLI tests) load
-        # it instead of each compiling the sources again: an environment that
-        # sets PYTHONDONTWRITEBYTECODE otherwise
-        # never keeps what one process compiled for the next.
+        # it instead of each compiling the sources again: under
+        # PYTHONDONTWRITEBYTECODE no process keeps what it compiled for the next.
         root = Path(__file__).resolve().parent.parent
         for package in PACKAGES:
             compileall.compile_dir(root / package, quiet=1)
