@@ -63,6 +63,7 @@ import torch.distributed as dist
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.ir.printing import module_text
+from mirage_xdsl.runtime.bandwidth import copy_bandwidth
 from mirage_xdsl.runtime.distributed import ShardRunner, join_group, spawn
 from mirage_xdsl.runtime.timer import BATCH, GraphTimer
 from mirage_xdsl.semantics.interpreter import entry_function, run
@@ -75,8 +76,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tensor_parallel_report import markdown, write  # noqa: E402
 
-BANDWIDTH = 3.0e12
-"""Bytes per second one H100 reads (the floor: bytes ÷ this)."""
+DRY_RUN_BANDWIDTH = 3.0e12
+"""Bytes per second the dry run's floors assume; on a GPU each rank measures
+its own (``runtime.bandwidth.copy_bandwidth``), and a floor is bytes ÷ that."""
 TOLERANCE = 2e-2
 """Relative L2 error allowed against torch's fp16 result."""
 
@@ -315,7 +317,7 @@ class Config:
         self.runner = ShardRunner(tp.program, backend=self.args.backend)
         self.torch_args = self.shard_args[: len(self.xs)]
         row["bytes_per_gpu"] = nbytes(self.shard_args)
-        row["floor_tp"] = row["bytes_per_gpu"] / BANDWIDTH * 1e6
+        row["floor_tp"] = row["bytes_per_gpu"] / self.args.bandwidth * 1e6
 
     def check_two_gpus(self) -> None:
         ours = self.runner(*self.shard_args)
@@ -348,7 +350,7 @@ class Config:
         params = [p.to(self.device) for p in self.tp.reference.parameters]
         args = [*self.xs, *params]
         row = self.row
-        row["floor_one_gpu"] = nbytes(args) / BANDWIDTH * 1e6
+        row["floor_one_gpu"] = nbytes(args) / self.args.bandwidth * 1e6
         if timer is None:  # the dry run: the interpreter
             arrays = [a.float().numpy() for a in args]
             outs = run(module, arrays)
@@ -442,7 +444,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _worker(rank: int, args) -> None:
     timer = None if args.dry_run else GraphTimer(reps=args.reps)
-    device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()
+    if timer is None:
+        device = "CPU (dry run)"
+        args.bandwidth = DRY_RUN_BANDWIDTH
+    else:
+        args.bandwidth = copy_bandwidth(timer)
+        device = (
+            f"{torch.cuda.get_device_name()}; "
+            f"copy bandwidth {args.bandwidth / 1e12:.2f} TB/s"
+        )
     rows = []
     start = time.monotonic()
     for name in args.blocks:
