@@ -32,7 +32,7 @@ def pytest_configure(config) -> None:
         # PYTHONDONTWRITEBYTECODE no process keeps what it compiled for the next.
         root = Path(__file__).resolve().parent.parent
         for package in PACKAGES:
-            compileall.compile_dir(root / package, quiet=1)
+            compileall.compile_dir(root / package, quiet=2)
     _CACHE_ROOT = tempfile.mkdtemp(prefix="mirage-test-cache-")
     os.environ["XDG_CACHE_HOME"] = _CACHE_ROOT
     os.environ.pop("MIRAGE_CACHE_DIR", None)
