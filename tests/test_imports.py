@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,17 @@ def test_tools_and_tests_import_names_that_exist(path: Path) -> None:
             except ImportError:
                 missing.append(f"{module}.{name}")
     assert missing == []
+
+
+def test_starting_a_tool_does_not_import_xdsls_interpreters() -> None:
+    """``mirage-opt`` and the lowering import the semantic interpreter's module;
+    xDSL's own interpreters (every dialect's, RISC-V's among them: a sixth of
+    a second) load only when a program is interpreted."""
+    code = (
+        "import sys, mirage_xdsl.cli.opt, mirage_xdsl.lowering.triton\n"
+        "print(sorted(m for m in sys.modules if m.startswith('xdsl.interpreters')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
