@@ -14,13 +14,20 @@ import os
 import re
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 
 _CACHE_ROOT: str | None = None
 
 
-PACKAGES = ("mirage_xdsl", "dialects", "lowering", "passes")
-"""The source trees every tool process the tests start imports."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_trees() -> set[Path]:
+    """The package's source directories, as ``pyproject.toml`` maps them."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"].values()
+    return {ROOT / d for d in dirs}
 
 
 def pytest_configure(config) -> None:
@@ -30,9 +37,8 @@ def pytest_configure(config) -> None:
         # the tests start (mirage-opt under lit, searches, the CLI tests) load
         # it instead of each compiling the sources again: under
         # PYTHONDONTWRITEBYTECODE no process keeps what it compiled for the next.
-        root = Path(__file__).resolve().parent.parent
-        for package in PACKAGES:
-            compileall.compile_dir(root / package, quiet=2)
+        for tree in sorted(source_trees()):
+            compileall.compile_dir(tree, quiet=2)
     _CACHE_ROOT = tempfile.mkdtemp(prefix="mirage-test-cache-")
     os.environ["XDG_CACHE_HOME"] = _CACHE_ROOT
     os.environ.pop("MIRAGE_CACHE_DIR", None)
