@@ -3,6 +3,7 @@ Llama with grouped key/value heads and of a GPT-2, small enough for the CPU."""
 
 from __future__ import annotations
 
+import transformers
 from transformers import GPT2Config, LlamaConfig, MixtralConfig, Phi3Config
 
 TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -53,3 +54,36 @@ def mixtral_config() -> MixtralConfig:
         max_position_embeddings=128,
         attn_implementation="sdpa",
     )
+
+
+FAMILIES = {
+    # name: (config class, what its code does that a Llama's does not)
+    "gemma": ("GemmaConfig", "norm weight as 1 + w in fp32, output.type_as(x)"),
+    "cohere": (
+        "CohereConfig",
+        "LayerNorm written out, x - mean computed twice; interleaved rotary "
+        "(repeat_interleave, stack, strided slices)",
+    ),
+    "gptj": ("GPTJConfig", "interleaved rotary on part of each head, parallel MLP"),
+    "falcon": ("FalconConfig", "one key/value head that SDPA broadcasts"),
+    "qwen3": ("Qwen3Config", "RMSNorm of each head's queries and keys"),
+    "gemma2": ("Gemma2Config", "logit soft-capping, norms after each block"),
+}
+"""Decoder families beyond Llama whose code uses other forms of the same ops."""
+
+
+def family_config(name: str):
+    """A two-layer config of ``name`` (:data:`FAMILIES`) with the shared tiny
+    shapes and sdpa attention."""
+    cls = getattr(transformers, FAMILIES[name][0])
+    common = dict(vocab_size=128, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    if name == "gptj":
+        shape = dict(n_embd=64, n_layer=LAYERS, n_head=4, n_positions=128, rotary_dim=8)
+    elif name == "falcon":
+        shape = dict(hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4)
+        shape.update(new_decoder_architecture=False, multi_query=True)
+    else:
+        shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
+        shape.update(max_position_embeddings=128, head_dim=16)
+    eager = name == "gemma2"  # its soft-capped scores have no SDPA path
+    return cls(**shape, **common, attn_implementation="eager" if eager else "sdpa")

@@ -1,11 +1,13 @@
-"""Run the Triton kernels of every µGraph of a compiled transformers Llama in
-Triton's CPU interpreter and compare them with ours.
+"""Run the Triton kernels of every µGraph of a compiled transformers Llama (or
+another family of ``hf_configs.FAMILIES``) in Triton's CPU interpreter and
+compare them with ours.
 
 Started by ``tests/test_hf_compile.py`` in a subprocess (Triton reads
 ``TRITON_INTERPRET`` at import). Prints the JSON lines of
 ``triton_interpret.check``, one per part and form.
 
     python tests/hf_triton_interpret.py float16
+    python tests/hf_triton_interpret.py float16 cohere
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from test_hf_compile import greedy, tiny_llama  # noqa: E402
 from mirage_xdsl.torch import backend  # noqa: E402
 
 
-def parts_of_a_decode(dtype: torch.dtype) -> list:
+def parts_of_a_decode(dtype: torch.dtype, family: str | None = None) -> list:
     """The parts torch.compile makes of a prefill and a decode step."""
     parts = []
     runner = backend._runner
@@ -34,7 +36,15 @@ def parts_of_a_decode(dtype: torch.dtype) -> list:
         return runner(part, opts)
 
     backend._runner = keep
-    model = tiny_llama(dtype)
+    if family is None:
+        model = tiny_llama(dtype)
+    else:
+        from hf_configs import family_config
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(family_config(family))
+        model = model.to(dtype).eval()
     options = {"cpu": "interpret", "superoptimize": False}
     greedy(
         model, torch.compile(model, backend="mirage", dynamic=False, options=options), 2
@@ -58,11 +68,11 @@ def inputs(part, rng) -> list[np.ndarray]:
     return xs + stacks + [t.float().numpy() for t in part.captured.parameters]
 
 
-def main(dtype: str) -> None:
+def main(dtype: str, family: str | None = None) -> None:
     rng = np.random.default_rng(0)
-    for part in parts_of_a_decode(getattr(torch, dtype)):
+    for part in parts_of_a_decode(getattr(torch, dtype), family):
         triton_interpret.check(part.name, part.captured.module, inputs(part, rng))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -171,13 +171,20 @@ def test_log_accounts_for_every_norm_projection_attention_and_mlp(caplog):
 
 
 @pytest.mark.slow
-def test_every_part_runs_as_triton_kernels():
+@pytest.mark.parametrize("family", ["llama", "cohere"])
+def test_every_part_runs_as_triton_kernels(family):
     """The generated Triton kernels of each part (prefill and decode, f16)
-    match the interpreter, in Triton's CPU interpreter."""
+    match the interpreter, in Triton's CPU interpreter (Cohere: its written
+    LayerNorm and interleaved rotary's stacks and selection matrices)."""
     pytest.importorskip("triton")
     script = Path(__file__).with_name("hf_triton_interpret.py")
     done = subprocess.run(
-        [sys.executable, str(script), "float16"],
+        [
+            sys.executable,
+            str(script),
+            "float16",
+            *([family] if family != "llama" else []),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -218,3 +225,51 @@ def test_searched_parts_give_eager_tokens(caplog):
         tokens = greedy(model, compiled, 3)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert tokens == greedy(model, model, 3)
+
+
+STAYS_TORCH = {
+    # the ops of a model's own code that may stay torch: lookups, tables, and
+    # index math (the mask's and the cache's are in transformers' utilities)
+    "aten.embedding",
+    "aten.cos",
+    "aten.sin",
+    "aten.arange",
+    "aten.zeros",
+    "aten.index",
+    "aten.lift_fresh_copy",
+}
+ALLOWED_REASONS = ("torch.int64", "an in-place op", "only layout changes")
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "gemma",
+        "cohere",
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("gptj", "falcon")),
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("qwen3", "gemma2")),
+    ],
+)
+def test_other_decoder_families_run_their_float_math_as_mugraphs(family, caplog):
+    """Each family's norms, projections, rotary embeddings, attention and MLP
+    run as µGraphs, and its greedy tokens are eager's: of the model's own code,
+    only integer math, lookups and the cos/sin tables stay torch."""
+    from hf_configs import family_config
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(family_config(family)).eval()
+    assert compiled_tokens(model, 3, caplog) == greedy(model, model, 3)
+    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
+    kept = [
+        (op, where)
+        for _, part, op, where in lines
+        if part == "torch"
+        and "/modeling_" in where
+        and op not in STAYS_TORCH
+        and not any(r in where for r in ALLOWED_REASONS)
+    ]
+    assert not kept, kept
+    assert any(
+        part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
+    )

@@ -77,6 +77,9 @@ class Captured:
     module: ModuleOp
     parameters: list[torch.Tensor] = field(default_factory=list)
     out_spec: Any = None
+    out_dtypes: tuple[torch.dtype, ...] = ()
+    """Each output's dtype in torch, where known: the program computes in one
+    dtype, and a result cast to another at the end is converted on return."""
 
 
 def capture(
@@ -105,7 +108,12 @@ def capture_program(
     converter = Converter(program.graph, program_name(fn), dtype)
     converter.bind_exported(program)
     module = converter.run()
-    return Captured(module, converter.parameters, program.call_spec.out_spec)
+    return Captured(
+        module,
+        converter.parameters,
+        program.call_spec.out_spec,
+        converter.output_dtypes,
+    )
 
 
 def input_names(fn: Callable[..., Any] | torch.nn.Module, count: int) -> list[str]:
@@ -147,11 +155,20 @@ class Converter:
         """Parameters the program reads, in the order they became inputs."""
         self.fused_linears: dict[fx.Node, Part] = {}
         """Each sibling linear's slice of its fused projection (:mod:`.rules.siblings`)."""
+        self.output_dtypes: tuple[torch.dtype, ...] = ()
+        """Each output's torch dtype, once :meth:`run` has converted the graph."""
+        self.computed: dict[Any, fx.Node] = {}
+        """Each op and operands converted so far -> the first node that
+        computed it (:meth:`_repeated`)."""
 
     def run(self) -> ModuleOp:
         """Convert every node; the program returns the graph's outputs."""
-        for out in self.walk():
+        outputs = self.walk()
+        for out in outputs:
             self.graph.mark_output(self.value(out))
+        vals = [out.meta.get("val") for out in outputs]
+        if all(isinstance(v, torch.Tensor) for v in vals):
+            self.output_dtypes = tuple(v.dtype for v in vals)
         return self.graph.module()
 
     def walk(self) -> list[fx.Node]:
@@ -255,12 +272,30 @@ class Converter:
         input): ``kernel.transpose``."""
         return self.graph.transpose(self.value(node), 0, 1)
 
+    def _repeated(self, node: fx.Node) -> fx.Node | None:
+        """The node that already computed ``node``'s op on the same operands,
+        if one did. Model code repeats pure ops (Cohere's LayerNorm writes
+        ``hidden_states - mean`` twice, once in the variance), and the rules
+        recognise a pattern such as ``d * rsqrt(mean(d^2))`` only when both
+        ``d`` are one value. Every op a rule converts is pure, so the first
+        one's value serves both."""
+        try:
+            key = (node.target, *_frozen(node.args), *_frozen(node.kwargs))
+            first = self.computed.setdefault(key, node)
+        except TypeError:  # an operand that cannot be compared (a tensor, a slice)
+            return None
+        return first if first is not node else None
+
     def _convert(self, node: fx.Node) -> None:
         rule = ATEN_RULES.get(getattr(node.target, "overloadpacket", node.target))
         if rule is None:
             if not node.users and node.target in IGNORED:
                 return
             raise unsupported(node, "it has no kernel-dialect equivalent")
+        first = self._repeated(node)
+        if first is not None:
+            self.env[node] = self.env[first]
+            return
         try:
             self.env[node] = rule(self, node, *node.args, **node.kwargs)
         except CaptureError:
@@ -269,3 +304,15 @@ class Converter:
             raise unsupported(
                 node, str(e).splitlines()[0] if str(e) else repr(e)
             ) from None
+
+
+def _frozen(value: Any) -> tuple[Any, ...]:
+    """An op's arguments as a hashable key: lists and dicts as tuples (fx
+    nodes hash by identity)."""
+    if isinstance(value, dict):
+        return (dict, *((k, *_frozen(v)) for k, v in sorted(value.items())))
+    if isinstance(value, (list, tuple)):
+        return (type(value), *(_frozen(v) for v in value))
+    if isinstance(value, torch.Tensor):
+        raise TypeError("a tensor operand")
+    return (value,)

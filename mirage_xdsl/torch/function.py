@@ -49,6 +49,9 @@ class MirageFunction:
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         outs = take(self.raw(*inputs), self._outputs)
+        for i, dtype in enumerate(self.captured.out_dtypes):
+            if outs[i].dtype != dtype:  # cast at the end, in torch
+                outs[i] = outs[i].to(dtype)
         return tree_unflatten(outs, self.captured.out_spec)
 
     def raw(self, *inputs: torch.Tensor) -> list[torch.Tensor]:

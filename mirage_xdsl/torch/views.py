@@ -59,8 +59,8 @@ def returned_views(module: ModuleOp) -> tuple[ModuleOp, list[Output]]:
             returned.append(root)
         outputs.append(Output(returned.index(root), tuple(_view(op) for op in chain)))
         dead += chain
-    if not dead:
-        return module, outputs
+    if not dead:  # returned as it is: a value returned twice keeps both places
+        return module, [Output(i, ()) for i in range(len(ret.operands))]
     ret.operands = returned
     for op in dict.fromkeys(reversed(dead)):  # the last of each chain first
         if not any(r.uses for r in op.results):

@@ -60,9 +60,11 @@ from mirage_xdsl.torch.rules.reductions import (
 from mirage_xdsl.torch.rules.slicing import (
     cat,
     chunk,
+    repeat_interleave,
     select,
     slice_,
     split,
+    stack,
 )
 
 TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
@@ -114,6 +116,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.slice: slice_,
     aten.select: select,
     aten.cat: cat,
+    aten.stack: stack,
+    aten.repeat_interleave: repeat_interleave,
     aten.split: split,
     aten.split_with_sizes: split,
     aten.chunk: chunk,
@@ -124,6 +128,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.contiguous: identity,
     aten.to: identity,
     aten._to_copy: identity,
+    aten.type_as: identity,
 }
 """ATen op (overload packet) -> conversion rule: the ATen names of the op
 table's entries, then the rules written here (patterns such as SiLU, RMSNorm

@@ -1,8 +1,9 @@
 """``F.scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``.
 
 - The softmax is the safe one (the row maximum subtracted).
-- Grouped heads (``enable_gqa``, or keys and values widened by ``repeat_kv``:
-  ``unsqueeze``, ``expand``, ``reshape``) stack each group's queries as rows,
+- Grouped heads (``enable_gqa``, keys and values widened by ``repeat_kv``:
+  ``unsqueeze``, ``expand``, ``reshape``, or one key head that broadcasts
+  over all the query heads, as multi-query attention passes it) stack each group's queries as rows,
   ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key head
   serves its group and the widened keys are never built.
 - A boolean mask (``True`` attends) and ``is_causal`` are 0/1 multipliers of
@@ -46,7 +47,9 @@ def sdpa(
         raise unsupported(node, "query, key and value of different ranks, or < 3")
     heads, kv_heads = sq[-3], sk[-3]
     widened = node_shape(k)[-3] != kv_heads
-    if heads != kv_heads and not ((enable_gqa or widened) and heads % kv_heads == 0):
+    shared = kv_heads == 1  # one key head broadcasts over all (multi-query)
+    may_group = enable_gqa or widened or shared
+    if heads != kv_heads and not (may_group and heads % kv_heads == 0):
         raise unsupported(
             node,
             f"{heads} query heads over {kv_heads} key heads "

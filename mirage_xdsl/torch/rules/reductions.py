@@ -24,15 +24,15 @@ from mirage_xdsl.torch.rules.slicing import piece
 def reduce_sum(
     c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw: Any
 ) -> Value:
+    """``x.sum(dims, keepdim)``: one reduction per dim (the dialect keeps each
+    reduced dim with size 1; without ``keepdim`` a reshape drops them)."""
     rank = len(node_shape(a))
-    if dims is None or not keepdim or kw.get("dtype") is not None:
-        raise unsupported(
-            node, "sum needs explicit dims and keepdim=True (the dialect keeps them)"
-        )
+    if not dims or kw.get("dtype") is not None:
+        raise unsupported(node, "a sum over every dim, or with a dtype")
     (x,) = tensor_operands(c, node, a)
     for d in sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)}):
         x = c.graph.reduction(x, d)
-    return x
+    return x if keepdim else c.graph.reshape(x, node_shape(node))
 
 
 def _dims(node: fx.Node, a: Any, dims: Any, keepdim: Any, what: str) -> list[int]:

@@ -81,6 +81,7 @@ PASS_THROUGH = frozenset(
         aten.contiguous,
         aten.to,
         aten._to_copy,
+        aten.type_as,
         aten.dropout,
     }
 )

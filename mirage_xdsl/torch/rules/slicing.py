@@ -1,5 +1,5 @@
-"""Slices and concatenations: ``x[..., a:b]``, ``torch.cat``, ``split``,
-``chunk``, ``select``.
+"""Slices and concatenations: ``x[..., a:b]``, ``torch.cat``, ``stack``,
+``split``, ``chunk``, ``select``, ``repeat_interleave``.
 
 A slice of consecutive elements is ``kernel.slice`` and a concatenation
 ``kernel.concat`` (``rotate_half`` of rotary embeddings, ``cat((-x2, x1))``,
@@ -7,7 +7,11 @@ is two slices, a negation and a concat; GPT-2's fused q/k/v projection is
 split into three slices). A slice with a step has no kernel op: it is a
 product with a 0/1 selection matrix along the dim (``S[i, j] = 1`` where
 source ``i`` lands at ``j``), exact in the interpreter, on the GPU and in the
-verifier's finite field.
+verifier's finite field. ``repeat_interleave`` by a whole number is the
+same product, each source element selected for as many columns as it repeats
+(the cos/sin tables of interleaved rotary embeddings: GPT-J, Cohere), and
+``torch.stack`` a concatenation of its parts each given the new unit dim
+(their ``rotate_every_two``: ``stack((-x2, x1), -1).flatten(-2)``).
 """
 
 from __future__ import annotations
@@ -95,6 +99,34 @@ def cat(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> Va
     for t in parts[1:]:
         out = c.graph.concat(out, c.value(t), dim)
     return out
+
+
+def stack(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> Value:
+    """``torch.stack(tensors, dim)``: each part reshaped to hold the new dim
+    (of size 1), then concatenated along it."""
+    shape = node_shape(node)
+    dim %= len(shape)
+    unit = (*shape[:dim], 1, *shape[dim + 1 :])
+    out = None
+    for t in tensors:
+        part = c.graph.reshape(c.value(t), unit)
+        out = part if out is None else c.graph.concat(out, part, dim)
+    return out
+
+
+def repeat_interleave(
+    c: Converter, node: fx.Node, a: Any, repeats: Any, dim: int | None = None, **kw
+) -> Value:
+    """``torch.repeat_interleave(x, r, dim)`` with a whole number ``r``: each
+    element along ``dim`` ``r`` times in a row."""
+    if not isinstance(repeats, int) or dim is None:
+        raise unsupported(
+            node, "repeat_interleave needs a whole number of repeats and a dim"
+        )
+    shape = node_shape(a)
+    dim %= len(shape)
+    picked = [i // repeats for i in range(shape[dim] * repeats)]
+    return along(c, c.value(a), shape, dim, selection(shape[dim], picked))
 
 
 def split(c: Converter, node: fx.Node, a: Any, size: Any, dim: int = 0) -> Value:
