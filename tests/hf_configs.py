@@ -68,6 +68,8 @@ FAMILIES = {
     "falcon": ("FalconConfig", "one key/value head that SDPA broadcasts"),
     "qwen3": ("Qwen3Config", "RMSNorm of each head's queries and keys"),
     "gemma2": ("Gemma2Config", "logit soft-capping, norms after each block"),
+    "phi3": ("Phi3Config", "an empty slice where the rotation spans the head"),
+    "bloom": ("BloomConfig", "ALiBi: scores as baddbmm of the bias table"),
 }
 """Decoder families beyond Llama whose code uses other forms of the same ops."""
 
@@ -79,11 +81,13 @@ def family_config(name: str):
     common = dict(vocab_size=128, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     if name == "gptj":
         shape = dict(n_embd=64, n_layer=LAYERS, n_head=4, n_positions=128, rotary_dim=8)
+    elif name == "bloom":
+        shape = dict(hidden_size=64, n_layer=LAYERS, n_head=4)
     elif name == "falcon":
         shape = dict(hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4)
         shape.update(new_decoder_architecture=False, multi_query=True)
     else:
         shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
         shape.update(max_position_embeddings=128, head_dim=16)
-    eager = name == "gemma2"  # its soft-capped scores have no SDPA path
+    eager = name in ("gemma2", "bloom")  # no SDPA path (soft-capping, ALiBi)
     return cls(**shape, **common, attn_implementation="eager" if eager else "sdpa")

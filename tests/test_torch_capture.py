@@ -703,6 +703,8 @@ def test_functions_reading_modules_from_closures_and_globals_capture():
         (lambda x: torch.repeat_interleave(x[:, :4], 2, dim=-1) * x, "kernel.matmul"),
         (lambda x: torch.stack([x, 2 * x]) + 1.0, "kernel.concat"),
         (lambda x: x.sum(0) * 2.0, "kernel.reshape"),
+        # Phi-3's q[..., rotary_dim:] when the rotation spans the head
+        (lambda x: torch.cat([x[:, :8] * 2.0, x[:, 8:]], -1), "kernel.mul_scalar"),
         (lambda x: (x * 2.0).type_as(x.half()), "kernel.mul_scalar"),
         (lambda x: (x * 2.0).half(), "kernel.mul_scalar"),  # a cast at the end
     ],
@@ -712,6 +714,27 @@ def test_slices_and_concatenations_match_torch(fn, op):
     captured = capture_program(fn, [x])
     assert any(o.endswith(op) for o in kernel_ops(captured.module))
     torch.testing.assert_close(MirageFunction(captured)(x), fn(x))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda b, x, y: torch.addmm(b[0], x[0], y[0]),
+        lambda b, x, y: torch.addmm(b[0, 0], x[0], y[0], beta=0.5, alpha=2.0),
+        lambda b, x, y: torch.baddbmm(b, x, y, alpha=0.25),  # BLOOM's ALiBi scores
+        lambda b, x, y: torch.baddbmm(b, x, y, beta=0.0),
+    ],
+)
+def test_products_with_an_added_bias_match_torch(fn):
+    b, x, y = torch.randn(2, 1, 6), torch.randn(2, 4, 5), torch.randn(2, 5, 6)
+    captured = capture_program(fn, [b, x, y])
+    torch.testing.assert_close(MirageFunction(captured)(b, x, y), fn(b, x, y))
+
+
+def test_an_empty_slice_read_by_anything_but_a_concatenation_is_refused():
+    with pytest.raises(CaptureError, match="an empty slice") as e:
+        capture(lambda x: x[:, 8:] * 2.0, [torch.randn(3, 8)])
+    assert "\n" not in str(e.value)
 
 
 class WrittenLayerNorm(torch.nn.Module):

@@ -53,6 +53,7 @@ from mirage_xdsl.torch.rules import (
     ATEN_RULES,
     IGNORED,
     MATERIALISED,
+    Empty,
     Expanded,
     MaxWithIndices,
     Parameter,
@@ -229,6 +230,11 @@ class Converter:
         if isinstance(v, Expanded):
             self.env[node] = value = materialise_expand(self, v)
             return value
+        if isinstance(v, Empty):
+            raise unsupported(
+                v.node,
+                "an empty slice (only a concatenation, which drops it, reads one)",
+            )
         if isinstance(v, MaxWithIndices):
             raise unsupported(
                 v.node, "its (values, indices) pair as a tensor; take .values"

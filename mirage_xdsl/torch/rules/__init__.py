@@ -42,6 +42,7 @@ from mirage_xdsl.torch.rules.norms import (
     square,
 )
 from mirage_xdsl.torch.rules.operands import (
+    Empty,
     Expanded,
     MaxWithIndices,
     Parameter,
@@ -82,6 +83,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.bmm: matmul,
     aten.linear: linear,
     aten.addmm: addmm,
+    aten.baddbmm: addmm,
     aten.t: shape_change,
     aten.numpy_T: shape_change,
     aten.transpose: shape_change,
@@ -143,6 +145,7 @@ IGNORED = {aten._assert_tensor_metadata.default}
 
 __all__ = [
     "ATEN_RULES",
+    "Empty",
     "Expanded",
     "materialise_expand",
     "IGNORED",

@@ -1,4 +1,5 @@
-"""Matrix products: ``matmul``/``mm``/``bmm`` and ``nn.Linear``."""
+"""Matrix products: ``matmul``/``mm``/``bmm``, ``addmm``/``baddbmm`` and
+``nn.Linear``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mirage_xdsl.torch.nodes import (
 from mirage_xdsl.torch.rules.operands import (
     Converter,
     Value,
+    as_number,
     check_shape,
     refuse_scalars,
     tensor_operands,
@@ -52,7 +54,21 @@ def linear(c: Converter, node: fx.Node, x: Any, w: Any, b: Any = None) -> Value:
 def addmm(
     c: Converter, node: fx.Node, bias: Any, a: Any, b: Any, *, beta=1, alpha=1
 ) -> Value:
-    """``torch.addmm(bias, a, b)`` (GPT-2's ``Conv1D``): ``a @ b + bias``."""
-    if beta != 1 or alpha != 1:
-        raise unsupported(node, f"addmm with beta={beta}, alpha={alpha}")
-    return c.graph.add(matmul(c, node, a, b), c.value(bias))
+    """``torch.addmm(bias, a, b)`` (GPT-2's ``Conv1D``) and
+    ``torch.baddbmm(bias, a, b)`` (BLOOM's ALiBi scores):
+    ``beta * bias + alpha * (a @ b)``, the bias broadcast as in torch (and
+    not read when ``beta`` is 0, as torch does not)."""
+    if as_number(beta) is None or as_number(alpha) is None:
+        raise unsupported(node, "beta and alpha that are not numbers")
+    y = matmul(c, node, a, b)
+    if alpha != 1:
+        y = c.graph.mul_scalar(y, float(alpha))
+    if beta == 0:
+        return y
+    if not isinstance(bias, fx.Node):
+        raise unsupported(node, "a bias that is a number")
+    check_shape(node, shapes.broadcast, node_shape(node), node_shape(bias))
+    z = c.value(bias)
+    if beta != 1:
+        z = c.graph.mul_scalar(z, float(beta))
+    return c.graph.add(y, z)

@@ -2,7 +2,7 @@
 
 A rule returns a node's value: an SSA value, or one of the stand-ins here
 (:class:`Partial`, :class:`Parameter`, :class:`MaxWithIndices`,
-:class:`Expanded`, :class:`Pieces`) that later rules combine or the converter
+:class:`Expanded`, :class:`Pieces`, :class:`Empty`) that later rules combine or the converter
 materialises.
 """
 
@@ -47,6 +47,14 @@ class Parameter:
     tensor: torch.Tensor
     node: fx.Node
     value: SSAValue | None = None
+
+
+@dataclass(frozen=True)
+class Empty:
+    """An empty slice (``q[..., rotary_dim:]`` when the rotary embedding spans
+    the whole head): a concatenation drops it, and nothing else may read it."""
+
+    node: fx.Node
 
 
 @dataclass(frozen=True)

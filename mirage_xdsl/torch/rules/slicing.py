@@ -25,7 +25,7 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import node_shape, unsupported
-from mirage_xdsl.torch.rules.operands import Converter, Pieces, Value
+from mirage_xdsl.torch.rules.operands import Converter, Empty, Pieces, Value
 
 
 def sliced(c: Converter, a: Any, dim: int, picked: range) -> SSAValue:
@@ -71,7 +71,7 @@ def slice_(
     dim %= len(shape)
     picked = range(shape[dim])[slice(start, end, step)]
     if not picked:
-        raise unsupported(node, "an empty slice")
+        return Empty(node)
     if picked == range(shape[dim]):
         return c.env[a]
     return sliced(c, a, dim, picked)
