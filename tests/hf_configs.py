@@ -91,3 +91,24 @@ def family_config(name: str):
         shape.update(max_position_embeddings=128, head_dim=16)
     eager = name in ("gemma2", "bloom")  # no SDPA path (soft-capping, ALiBi)
     return cls(**shape, **common, attn_implementation="eager" if eager else "sdpa")
+
+
+ENCODERS = {
+    # name: (config class, what its code does)
+    "bert": ("BertConfig", "LayerNorm, GELU, a padding mask added to the scores"),
+    "modernbert": ("ModernBertConfig", "q, k, v = qkv.unbind(-3), GeGLU, rotary"),
+    "deberta": ("DebertaV2Config", "scores.masked_fill(~mask, finfo.min)"),
+}
+"""Encoders whose attention reads a padding mask."""
+
+
+def encoder_config(name: str):
+    """A two-layer config of encoder ``name`` (:data:`ENCODERS`)."""
+    cls = getattr(transformers, ENCODERS[name][0])
+    shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
+    shape.pop("num_key_value_heads")
+    ids = dict(vocab_size=128, pad_token_id=0)
+    if name == "modernbert":
+        ids.update(bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
+        shape.update(global_attn_every_n_layers=1)
+    return cls(**shape, **ids)

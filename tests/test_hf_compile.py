@@ -276,3 +276,41 @@ def test_other_decoder_families_run_their_float_math_as_mugraphs(family, caplog)
     assert any(
         part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
     )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert",
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("modernbert", "deberta")),
+    ],
+)
+def test_encoders_on_a_padded_batch_match_eager_as_mugraphs(name, caplog):
+    """An encoder's output on a padded batch is eager's, and of its own code
+    only lookups, tables and integer math (the mask's) stay torch."""
+    from hf_configs import encoder_config
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = AutoModel.from_config(encoder_config(name)).eval()
+    ids = torch.randint(3, 128, (2, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(input_ids=ids, attention_mask=mask).last_hidden_state
+        ref = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert float((out - ref).norm() / ref.norm()) < 1e-5
+    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
+    kept = [
+        (op, where)
+        for _, part, op, where in lines
+        if part == "torch"
+        and "/modeling_" in where
+        and op not in STAYS_TORCH | {"aten.gather"}
+        and not any(r in where for r in ALLOWED_REASONS)
+    ]
+    assert not kept, kept
+    assert any(
+        part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
+    )

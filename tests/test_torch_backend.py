@@ -756,3 +756,45 @@ def test_a_graph_torch_export_refuses_names_its_higher_order_op(caplog):
     (line,) = [m for m in mirage_log(caplog) if "torch.export refused it" in m]
     assert "it holds tag_activation_checkpoint at" in line
     assert f"{__file__}:{line_of(checkpointed, 'checkpoint(')}" in line
+
+
+FLOAT_MIN = torch.finfo(torch.float32).min
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, m: torch.where(m, x, -1e4) * 2.0,
+        lambda x, m: torch.where(m, 2.0, x * 3.0),
+        lambda x, m: torch.where(~m, x, x * x),
+        # DeBERTa's masked scores, then their softmax
+        lambda x, m: torch.softmax(x.masked_fill(~m, FLOAT_MIN), dim=-1),
+        lambda x, m: x.masked_fill(m.logical_not(), 0.0) + 1.0,
+        # ModernBERT's q, k, v = qkv.unbind(dim=-3), a squeeze
+        lambda x, m: (x * 2.0).view(2, 2, 2, 2).unbind(dim=-3)[1] + 1.0,
+        lambda x, m: (x * 2.0).unsqueeze(1).squeeze(1) * m,
+    ],
+)
+def test_selections_by_a_mask_and_unbinds_are_one_ugraph(fn, caplog):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 4, generator=g)
+    m = torch.rand(4, 4, generator=g) < 0.5
+    m[..., 0] = True
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(x, m)
+    torch.testing.assert_close(out, fn(x, m))
+    assert any(
+        re.search(r"ops as 1 µGraphs, 0 as torch", s) for s in mirage_log(caplog)
+    )
+
+
+def test_an_infinite_fill_stays_torch_and_says_why(caplog):
+    def fill(x, m):
+        return torch.softmax((x * 2.0).masked_fill(m, float("-inf")), dim=-1)
+
+    x, m = torch.randn(4, 4), torch.eye(4).bool()
+    compiled = torch.compile(fill, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x, m), fill(x, m))
+    assert any("a fill of -inf" in s for s in mirage_log(caplog))

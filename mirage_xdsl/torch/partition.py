@@ -80,10 +80,6 @@ class Support(OperatorSupportBase):
         packet = getattr(node.target, "overloadpacket", node.target)
         if packet not in ATEN_RULES:
             return "no kernel-dialect equivalent"
-        out = node.meta.get("val")
-        if isinstance(out, torch.Tensor) and out.dtype == torch.bool:
-            if packet not in BOOL_SAFE:
-                return "a boolean result (only masks are read, as 0/1)"
         for value in _tensor_values(node):
             if value.dtype not in DTYPES and value.dtype != torch.bool:
                 return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
@@ -94,6 +90,10 @@ class Support(OperatorSupportBase):
                     f"a tensor on {value.device.type} (the graph's µGraphs run "
                     f"on {self.device})"
                 )
+        out = node.meta.get("val")
+        if isinstance(out, torch.Tensor) and out.dtype == torch.bool:
+            if packet not in BOOL_SAFE:
+                return "a boolean result (only masks are read, as 0/1)"
         written = self.mutated_later.get(node, set())
         if any(alias_root(a) in written for a in node.all_input_nodes):
             return "it reads a tensor that an in-place op changes later"
@@ -115,9 +115,13 @@ BOOL_SAFE = frozenset(
         "contiguous",
         "permute",
         "transpose",
+        "squeeze",
+        "bitwise_not",
+        "logical_not",
     )
 )
-"""Ops that only move a boolean mask's elements: the same on its 0/1 copy."""
+"""Ops whose boolean result is exactly theirs on the 0/1 copy of a mask: those
+that only move its elements, and its negation (``1 - m``)."""
 
 
 def on_cuda(inputs: Sequence[Any]) -> bool:

@@ -8,7 +8,8 @@ value: an SSA value, or a :class:`Partial` piece of a fused op (see
 
 The rules are grouped by concept: :mod:`.operands` (the values rules pass
 around), :mod:`.arith`, :mod:`.norms`, :mod:`.reductions`, :mod:`.linear`,
-:mod:`.layout` and :mod:`.attention`; this module holds the table.
+:mod:`.layout`, :mod:`.slicing`, :mod:`.masks` and :mod:`.attention`; this
+module holds the table.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mirage_xdsl.torch.rules.arith import (
 from mirage_xdsl.torch.rules.attention import sdpa
 from mirage_xdsl.torch.rules.layout import dropout, identity, shape_change, swaps
 from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
+from mirage_xdsl.torch.rules.masks import logical_not, masked_fill, where
 from mirage_xdsl.torch.rules.norms import (
     layer_norm,
     mean,
@@ -66,6 +68,7 @@ from mirage_xdsl.torch.rules.slicing import (
     slice_,
     split,
     stack,
+    unbind,
 )
 
 TABLE_RULES = {Form.UNARY: unary, Form.BINARY: elementwise}
@@ -91,6 +94,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.view: shape_change,
     aten.reshape: shape_change,
     aten.unsqueeze: shape_change,
+    aten.squeeze: shape_change,
     aten.flatten: shape_change,
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
@@ -123,6 +127,11 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.split: split,
     aten.split_with_sizes: split,
     aten.chunk: chunk,
+    aten.unbind: unbind,
+    aten.where: where,
+    aten.masked_fill: masked_fill,
+    aten.bitwise_not: logical_not,
+    aten.logical_not: logical_not,
     aten.dropout: dropout,
     aten.clone: identity,
     aten.alias: identity,

@@ -78,7 +78,7 @@ def getitem(c: Converter, node: fx.Node, a: Any, index: Any) -> Value:
     of ``split`` / ``chunk``."""
     pair = c.env.get(a) if isinstance(a, fx.Node) else None
     if isinstance(pair, Pieces):
-        return piece(c, pair, index)
+        return piece(c, node, pair, index)
     if not isinstance(pair, MaxWithIndices):
         raise unsupported(node, "indexing a result (only max(x, dim).values)")
     if index == 0:

@@ -69,6 +69,7 @@ PASS_THROUGH = frozenset(
         aten.reshape,
         aten._unsafe_view,
         aten.unsqueeze,
+        aten.squeeze,
         aten.flatten,
         aten.t,
         aten.numpy_T,

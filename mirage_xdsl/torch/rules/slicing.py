@@ -1,5 +1,5 @@
 """Slices and concatenations: ``x[..., a:b]``, ``torch.cat``, ``stack``,
-``split``, ``chunk``, ``select``, ``repeat_interleave``.
+``split``, ``chunk``, ``unbind``, ``select``, ``repeat_interleave``.
 
 A slice of consecutive elements is ``kernel.slice`` and a concatenation
 ``kernel.concat`` (``rotate_half`` of rotary embeddings, ``cat((-x2, x1))``,
@@ -139,12 +139,26 @@ def split(c: Converter, node: fx.Node, a: Any, size: Any, dim: int = 0) -> Value
     return Pieces(a, dim % len(node_shape(a)), ranges, node)
 
 
+def unbind(c: Converter, node: fx.Node, a: Any, dim: int = 0) -> Value:
+    """``x.unbind(dim)`` (ModernBERT's ``q, k, v = qkv.unbind(-3)``): one
+    piece per index, read without the dim."""
+    shape = node_shape(a)
+    dim %= len(shape)
+    ranges = tuple(range(i, i + 1) for i in range(shape[dim]))
+    return Pieces(a, dim, ranges, node)
+
+
 def chunk(c: Converter, node: fx.Node, a: Any, chunks: int, dim: int = 0) -> Value:
     """``torch.chunk(x, chunks, dim)``: pieces of ``ceil(n / chunks)``."""
     n = node_shape(a)[dim % len(node_shape(a))]
     return split(c, node, a, -(-n // chunks), dim)
 
 
-def piece(c: Converter, pieces: Pieces, index: int) -> SSAValue:
-    """Piece ``index`` of a split, sliced when it is read."""
-    return sliced(c, pieces.source, pieces.dim, pieces.ranges[index])
+def piece(c: Converter, node: fx.Node, pieces: Pieces, index: int) -> SSAValue:
+    """Piece ``index`` of a split, sliced when ``node`` reads it (and without
+    the dim, for ``unbind``)."""
+    x = sliced(c, pieces.source, pieces.dim, pieces.ranges[index])
+    shape = node_shape(node)
+    if tuple(x.type.get_shape()) != tuple(shape):  # type: ignore[attr-defined]
+        x = c.graph.reshape(x, shape)
+    return x
