@@ -89,7 +89,8 @@ def family_config(name: str):
     else:
         shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
         shape.update(max_position_embeddings=128, head_dim=16)
-    eager = name in ("gemma2", "bloom")  # no SDPA path (soft-capping, ALiBi)
+    # no SDPA path: soft-capping, ALiBi; GPT-J before transformers 5.2x
+    eager = name in ("gemma2", "bloom", "gptj")
     return cls(**shape, **common, attn_implementation="eager" if eager else "sdpa")
 
 
