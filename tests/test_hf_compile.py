@@ -236,11 +236,31 @@ STAYS_TORCH = {
     "aten.arange",
     "aten.zeros",
     "aten.index",
+    "aten.gather",  # BERT's token type ids
     "aten.lift_fresh_copy",
     "aten.full",  # BLOOM's ALiBi slopes, then
     "aten.repeat",  # its table repeated over the batch
 }
 ALLOWED_REASONS = ("torch.int", "an in-place op", "only layout changes")
+
+
+def check_float_math_ran_as_mugraphs(caplog) -> None:
+    """The backend's log: of the model's own code (``modeling_*.py``), only
+    the ops of :data:`STAYS_TORCH`, integer math, in-place writes and parts of
+    layout changes alone stayed torch, and its linears ran as µGraphs."""
+    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
+    kept = [
+        (op, where)
+        for _, part, op, where in lines
+        if part == "torch"
+        and "/modeling_" in where
+        and op not in STAYS_TORCH
+        and not any(r in where for r in ALLOWED_REASONS)
+    ]
+    assert not kept, kept
+    assert any(
+        part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
+    )
 
 
 @pytest.mark.parametrize(
@@ -263,19 +283,7 @@ def test_other_decoder_families_run_their_float_math_as_mugraphs(family, caplog)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(family_config(family)).eval()
     assert compiled_tokens(model, 3, caplog) == greedy(model, model, 3)
-    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
-    kept = [
-        (op, where)
-        for _, part, op, where in lines
-        if part == "torch"
-        and "/modeling_" in where
-        and op not in STAYS_TORCH
-        and not any(r in where for r in ALLOWED_REASONS)
-    ]
-    assert not kept, kept
-    assert any(
-        part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
-    )
+    check_float_math_ran_as_mugraphs(caplog)
 
 
 @pytest.mark.parametrize(
@@ -301,16 +309,4 @@ def test_encoders_on_a_padded_batch_match_eager_as_mugraphs(name, caplog):
         out = compiled(input_ids=ids, attention_mask=mask).last_hidden_state
         ref = model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert float((out - ref).norm() / ref.norm()) < 1e-5
-    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
-    kept = [
-        (op, where)
-        for _, part, op, where in lines
-        if part == "torch"
-        and "/modeling_" in where
-        and op not in STAYS_TORCH | {"aten.gather"}
-        and not any(r in where for r in ALLOWED_REASONS)
-    ]
-    assert not kept, kept
-    assert any(
-        part.startswith("mirage_") and op == "aten.linear" for _, part, op, _ in lines
-    )
+    check_float_math_ran_as_mugraphs(caplog)
