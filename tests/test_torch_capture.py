@@ -741,19 +741,24 @@ class WrittenLayerNorm(torch.nn.Module):
     """A LayerNorm as Cohere writes it: ``x - mean`` twice, an fp32 upcast of
     the weight, the result cast back with ``type_as``."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, square: bool):
         super().__init__()
         self.weight = torch.nn.Parameter(1 + 0.3 * torch.randn(dim))
+        self.square = square
 
     def forward(self, x):
         mean = x.mean(-1, keepdim=True)
-        variance = (x - mean).pow(2).mean(-1, keepdim=True)
+        if self.square:
+            variance = ((x - mean) * (x - mean)).mean(-1, keepdim=True)
+        else:
+            variance = (x - mean).pow(2).mean(-1, keepdim=True)
         y = (x - mean) * torch.rsqrt(variance + 1e-5)
         return (self.weight.to(torch.float32) * y).type_as(x)
 
 
-def test_a_subexpression_written_twice_is_one_value_for_the_norm_pattern():
-    norm = WrittenLayerNorm(16)
+@pytest.mark.parametrize("square", [False, True], ids=["pow", "product"])
+def test_a_subexpression_written_twice_is_one_value_for_the_norm_pattern(square):
+    norm = WrittenLayerNorm(16, square)
     x = torch.randn(2, 5, 16)
     captured = capture_program(norm, [x])
     ops = kernel_ops(captured.module)

@@ -109,8 +109,8 @@ def mul(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
             if part.kind == "inv_rms":
                 return c.graph.rms_norm(part.x, part.eps)
             return c.graph.silu(part.x)
-    if isinstance(a, fx.Node) and a is b:
-        return Partial("square", c.value(a), node)
+    if isinstance(a, fx.Node) and isinstance(b, fx.Node) and c.env[a] is c.env[b]:
+        return Partial("square", c.value(a), node)  # one value, maybe two nodes
     scalar = tensor_and_scalar(a, b, commutes=True)
     if scalar is not None:
         return c.graph.mul_scalar(c.value(scalar[0]), scalar[1])

@@ -3,9 +3,10 @@
 - The softmax is the safe one (the row maximum subtracted).
 - Grouped heads (``enable_gqa``, keys and values widened by ``repeat_kv``:
   ``unsqueeze``, ``expand``, ``reshape``, or one key head that broadcasts
-  over all the query heads, as multi-query attention passes it) stack each group's queries as rows,
-  ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one batched matmul per key head
-  serves its group and the widened keys are never built.
+  over all the query heads, as multi-query attention passes it) stack each
+  group's queries as rows, ``[.., h, l, d] -> [.., g, (h/g) l, d]``, so one
+  batched matmul per key head serves its group and the widened keys are
+  never built.
 - A boolean mask (``True`` attends) and ``is_causal`` are 0/1 multipliers of
   the exponentials (:func:`masked_softmax`), exact in the verifier's field. A
   float mask is added to the scores, as torch does.
