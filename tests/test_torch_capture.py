@@ -609,6 +609,25 @@ def test_non_tensor_inputs_are_refused():
         capture(lambda x, n: x, [torch.zeros(2), 3])
 
 
+def test_a_boolean_mask_input_is_read_as_0_and_1():
+    """``capture_program`` takes a boolean mask (the first float input sets
+    the compute dtype), and the function converts it when called."""
+
+    def attention(m, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 8, 16, generator=g).half() for _ in range(3))
+    m = torch.rand(1, 1, 8, 8, generator=g) < 0.6
+    m[..., 0] = True
+    captured = capture_program(attention, [m, q, k, v])
+    assert "tensor<1x1x8x8xf16>" in module_text(captured.module)
+    out = MirageFunction(captured)(m, q, k, v)
+    ref = attention(m, q.float(), k.float(), v.float())
+    assert out.dtype == torch.float16
+    assert rel_err(out.float().numpy(), ref.numpy()) < 2e-3
+
+
 def test_importing_mirage_xdsl_does_not_import_torch():
     code = (
         "import sys, mirage_xdsl, mirage_xdsl.workloads, mirage_xdsl.cli.opt\n"

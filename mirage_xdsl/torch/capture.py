@@ -105,7 +105,8 @@ def capture_program(
             f"{where_prefix(None)}error: torch.export cannot trace "
             f"'{program_name(fn)}': {first}"
         ) from None
-    dtype = DTYPES[example_inputs[0].dtype] if example_inputs else DTYPES[torch.float32]
+    floats = [DTYPES[x.dtype] for x in example_inputs if x.dtype in DTYPES]
+    dtype = floats[0] if floats else DTYPES[torch.float32]
     converter = Converter(program.graph, program_name(fn), dtype)
     converter.bind_exported(program)
     module = converter.run()
@@ -134,10 +135,11 @@ def check_input(x: Any, index: int, name: str) -> None:
             f"{where_prefix(None)}error: input {index} ('{name}') is a "
             f"{type(x).__name__}; mirage captures functions of tensors only"
         )
-    if x.dtype not in DTYPES:
+    if x.dtype not in DTYPES and x.dtype != torch.bool:
         raise CaptureError(
             f"{where_prefix(None)}error: input {index} ('{name}') is {x.dtype}; "
-            "mirage captures f16, bf16 and f32 tensors (index and integer math "
+            "mirage captures f16, bf16 and f32 tensors, and boolean masks "
+            "(index and integer math "
             "stays torch: torch.compile(backend='mirage') runs it around the "
             "captured parts)"
         )
@@ -188,13 +190,15 @@ class Converter:
     # --- inputs --------------------------------------------------------------
 
     def bind_exported(self, program: torch.export.ExportedProgram) -> None:
-        """User inputs become inputs of their own dtype; parameters and buffers
+        """User inputs become inputs of their own dtype (a boolean mask, of the
+        compute dtype, holding 0 and 1); parameters and buffers
         become :class:`Parameter` stand-ins, inputs when first used."""
         specs = {s.arg.name: s for s in program.graph_signature.input_specs}
         placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
         for node in placeholders:
             if specs[node.name].kind == InputKind.USER_INPUT:
-                dtype = DTYPES[node.meta["val"].dtype]
+                # a boolean mask is passed as 0/1 in the compute dtype
+                dtype = DTYPES.get(node.meta["val"].dtype, self.dtype)
                 self.env[node] = self.graph.new_input(node_shape(node), dtype)
         for node in placeholders:
             spec = specs[node.name]

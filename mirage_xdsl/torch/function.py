@@ -22,7 +22,7 @@ from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.aliases import ALIGN_BYTES
 from mirage_xdsl.search.report import Report
 from mirage_xdsl.torch.capture import Captured, capture_program
-from mirage_xdsl.torch.nodes import DTYPES
+from mirage_xdsl.torch.nodes import DTYPES, torch_dtype
 from mirage_xdsl.torch.views import Output, returned_views, take
 
 
@@ -58,6 +58,7 @@ class MirageFunction:
         """The outputs of the program that runs, from which :attr:`views`
         takes the captured program's."""
         args = [*map(dense, inputs), *self._parameters_on(self._device(inputs))]
+        args = self._masks_as_numbers(args)
         self._check(args)
         if args[0].is_cuda:
             return list(self._run_compiled(args))
@@ -99,6 +100,20 @@ class MirageFunction:
                     f"error: input {i} is {list(x.shape)} {x.dtype}; the program "
                     f"was captured for {ty}"
                 )
+
+    def _masks_as_numbers(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A boolean mask as the 0/1 tensor of the dtype the program takes it in."""
+        from mirage_xdsl.semantics.interpreter import entry_function
+
+        if not any(isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in args):
+            return args
+        types = entry_function(self.module).function_type.inputs.data
+        return [
+            x.to(torch_dtype(ty.element_type))  # type: ignore[attr-defined]
+            if isinstance(x, torch.Tensor) and x.dtype == torch.bool
+            else x
+            for x, ty in zip(args, types, strict=False)
+        ]
 
     def _run_compiled(self, args: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
         if self._compiled is None:
