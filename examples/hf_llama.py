@@ -11,7 +11,9 @@ floor: the bytes a step must read (every weight once and the whole static
 cache) over the copy bandwidth measured in the same run. The KV-cache write
 stays torch between µGraphs (``StaticCache.update``: position arithmetic and
 two ``index_copy_`` per layer); its cost per token is timed alone on a cache
-of the model's shapes and printed beside the steps.
+of the model's shapes and printed beside the steps. ``--family qwen2`` does
+the same for a ``Qwen2ForCausalLM`` of Qwen2.5-0.5B's shapes (other widths,
+7 query heads a key head, biased q/k/v projections).
 
 How a step is timed (as ``tools/bench.py`` times a call): the step captured
 in a CUDA graph (plain calls if it cannot be captured, said so), warm-up
@@ -23,6 +25,7 @@ one replay; the median is printed.
     python examples/hf_llama.py --budget 10                    # Llama-3.2-1B shapes, all four
     python examples/hf_llama.py --methods eager,mirage --budget 0   # no search: as captured
     python examples/hf_llama.py --profile 12                   # and each one's longest kernels
+    python examples/hf_llama.py --family qwen2 --budget 10     # Qwen2.5-0.5B shapes
 
 The ``mirage_xdsl.torch`` log (``--log``) lists, per graph Dynamo traced,
 every op with its line in transformers: the µGraph that took it, or why it
@@ -39,7 +42,14 @@ import time
 from collections.abc import Callable
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    Qwen2Config,
+    StaticCache,
+)
 
 from mirage_xdsl.runtime.bandwidth import copy_bandwidth
 from mirage_xdsl.runtime.kernel_profile import kernel_profile
@@ -84,12 +94,48 @@ def llama_config(small: bool) -> LlamaConfig:
     )
 
 
+def qwen2_config(small: bool) -> Qwen2Config:
+    """Qwen2.5-0.5B's shapes (24 layers, hidden 896, 14 query and 2 key/value
+    heads of 64 with biased q/k/v projections, MLP 4864, vocabulary 151936,
+    tied embeddings), or a tiny one: a second family, of other shapes."""
+    if small:
+        shape = dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+        )
+    else:
+        shape = dict(
+            hidden_size=896,
+            intermediate_size=4864,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            vocab_size=151936,
+            tie_word_embeddings=True,
+        )
+    return Qwen2Config(
+        **shape,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        max_position_embeddings=32768,
+        attn_implementation="sdpa",
+    )
+
+
+FAMILIES = {"llama": llama_config, "qwen2": qwen2_config}
+"""``--family``: the config each builds (random weights either way)."""
+
+
 class Decoder:
     """Greedy decoding of one model with its own static cache. A decode step
     reads its token and position from fixed buffers, so it can be captured in
     a CUDA graph and replayed."""
 
-    def __init__(self, model: LlamaForCausalLM, forward: Callable, cache_len: int):
+    def __init__(self, model: PreTrainedModel, forward: Callable, cache_len: int):
         device = model.device
         self.forward = forward
         self.cache = StaticCache(config=model.config, max_cache_len=cache_len)
@@ -190,7 +236,7 @@ def time_replays(
 
 
 def cache_write_us(
-    model: LlamaForCausalLM, cache_len: int, reps: int
+    model: PreTrainedModel, cache_len: int, reps: int
 ) -> dict[str, float]:
     """What a decode step's KV-cache write costs when it stays torch between
     µGraphs: µs of one token's ``StaticCache.update`` for every layer (the
@@ -226,7 +272,7 @@ def cache_write_us(
     }
 
 
-def floor_us(model: LlamaForCausalLM, cache_len: int, bandwidth: float) -> float:
+def floor_us(model: PreTrainedModel, cache_len: int, bandwidth: float) -> float:
     """µs to read every weight once and the whole static cache at ``bandwidth``."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     c = model.config
@@ -270,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--small", action="store_true", help="a 2-layer, hidden-64 config"
+    )
+    parser.add_argument(
+        "--family",
+        default="llama",
+        choices=sorted(FAMILIES),
+        help="llama: Llama-3.2-1B's shapes; qwen2: Qwen2.5-0.5B's",
     )
     parser.add_argument(
         "--device", default="cuda" if torch.cuda.is_available() else "cpu"
@@ -316,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
     with torch.device(args.device):
-        model = LlamaForCausalLM(llama_config(args.small)).to(dtype).eval()
+        config = FAMILIES[args.family](args.small)
+        model = AutoModelForCausalLM.from_config(config).to(dtype).eval()
     prompt = torch.randint(
         0, model.config.vocab_size, (1, args.prompt), device=args.device
     )

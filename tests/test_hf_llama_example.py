@@ -36,6 +36,16 @@ def test_small_model_decodes_on_cpu(capsys, mirage_logger) -> None:
     assert "eager          generated 4 tokens" in capsys.readouterr().out
 
 
+def test_the_qwen2_family_decodes_through_mirage_on_cpu(capsys, mirage_logger):
+    import hf_llama
+
+    argv = ["--small", "--family", "qwen2", "--device", "cpu", "--steps", "4"]
+    assert hf_llama.main([*argv, "--methods", "eager,mirage"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (mirage,) = [line for line in lines if line.startswith("mirage ")]
+    assert mirage.endswith("same tokens as eager"), mirage
+
+
 def test_cache_write_runs_each_layers_update_and_copies(monkeypatch) -> None:
     """Each timed call writes one token into every layer's K and V: the
     update at the next position, the copies at the middle of the cache."""
