@@ -74,6 +74,15 @@ multiply-and-sum forms keep ``rows x 4 x k_tile`` terms), more take 16 (the
 least a ``tl.dot`` tile has). On an H100 at one row, single columns in 2 KB
 chunks read 8192 -> 2048 in 14.1 µs and 2048 -> 16384 in 24.8, where 4
 columns in 8 KB chunks took 15.2 and 26.4 (``tools/bench_projections.py``)."""
+ONE_ROW_BLOCK_BYTES = 4 * 1024
+"""The least weight a one-row block reads where its column is shorter: a
+column of fewer bytes is joined by its neighbours (in powers of two) until
+the block's strip holds this much, each chunk as many 2 KB as columns.
+Blocks of one short column are too many and too small: on an H100 the
+896 -> 151936 projection of a Qwen2.5-0.5B-shaped model's head (1.75 KB a
+column) took 182.7 µs as single columns, 98.1 as pairs and 95.5 in fours
+(90.2 µs of reading at the copy bandwidth); K = 2048 (4 KB a column) is as
+fast as single columns (``docs/bench/one_row_strips_h100.json``)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,11 @@ def plan_split_k(
         width, tile_bytes = next(
             (c, b) for most, c, b in K_MAJOR_STRIPS if rows <= most
         )
+        if width == 1:
+            joined = 1
+            while joined * k * elem_bytes < ONE_ROW_BLOCK_BYTES:
+                joined *= 2
+            width, tile_bytes = joined, joined * tile_bytes
         widths = (width, 16, 1)
         aim = blocks_to_aim_for(target) // 2
     else:

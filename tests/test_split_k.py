@@ -21,6 +21,7 @@ from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
 from mirage_xdsl.lowering.norm_prologue import ROW_TILE
 from mirage_xdsl.lowering.split_k import (
+    ONE_ROW_BLOCK_BYTES,
     WEIGHT_TILE_BYTES,
     plan_split_k,
 )
@@ -69,6 +70,20 @@ def test_a_transposed_weight_gets_narrow_strips(k: int, n: int, rows: int) -> No
     assert plan.k_tile * plan.n_tile * 2 == min(tile, k * width * 2)
     assert plan.splits * plan.forloop * plan.k_tile == k
     assert (plan.splits > 1) == (n // plan.n_tile < 128)
+
+
+@pytest.mark.parametrize(
+    "k, width, chunk",
+    [(896, 4, 896), (1536, 2, 768), (2048, 1, 1024), (4864, 1, 608), (512, 4, 512)],
+)
+def test_a_short_column_at_one_row_is_joined_by_its_neighbours(k, width, chunk):
+    """At one row a block owns single columns in 2 KB chunks, unless a whole
+    column is under ONE_ROW_BLOCK_BYTES: then it owns as many (a power of
+    two) as make that much, each chunk as many 2 KB (Qwen2.5-0.5B's K = 896:
+    four columns of 1.75 KB, one chunk each)."""
+    plan = plan_split_k(1, 151936, k, 2, H100, k_major=True)
+    assert (plan.n_tile, plan.k_tile) == (width, chunk)
+    assert plan.n_tile * k * 2 >= ONE_ROW_BLOCK_BYTES or plan.n_tile == 1
 
 
 def test_the_split_follows_the_targets_sm_count() -> None:
@@ -182,7 +197,8 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
 
 
 TRANSPOSED = [
-    ((1,), 1024, 512, "add", False, (512, 1, 1)),  # 1 column a block
+    ((1,), 2048, 512, "add", False, (512, 1, 1)),  # 1 column a block
+    ((1,), 1024, 512, "add", False, (256, 1, 1)),  # a 2 KB column joins another
     ((8,), 2048, 256, "mul", False, (16, 8, 1)),  # 16 columns, split 8 ways
     ((1, 2), 512, 64, "none", True, (16, 1, 1)),  # the norm in its kernel
 ]
