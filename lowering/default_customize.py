@@ -378,10 +378,15 @@ def split_matmul(op: kernel.MatmulOp, target: Target) -> list[Operation] | None:
         return None
     elem_bytes = 4 if str(t.element_type(op.result)) == "f32" else 2
     k, n = t.tensor_shape(op.rhs)[-2:]
-    plan = plan_split_k(rows, n, k, elem_bytes, target, k_major(op.rhs))
     epilogue = epilogue_of(op, EPILOGUE_KINDS)
     prologue = prologue_of(op)
-    sibling = sibling_of(op, epilogue) if plan.splits == 1 else None
+    sibling = sibling_of(op, epilogue)
+    plan = plan_split_k(
+        rows, n, k, elem_bytes, target, k_major(op.rhs), 2 if sibling else 1
+    )
+    if plan.splits != 1:  # a pair is read in one kernel only unsplit
+        sibling = None
+        plan = plan_split_k(rows, n, k, elem_bytes, target, k_major(op.rhs))
     last = epilogue[-1] if epilogue else op
     new, result = split_k_ops(op, plan, THREADS, epilogue, prologue, sibling)
     Rewriter.insert_op(new, InsertPoint.before(last))

@@ -82,7 +82,17 @@ Blocks of one short column are too many and too small: on an H100 the
 896 -> 151936 projection of a Qwen2.5-0.5B-shaped model's head (1.75 KB a
 column) took 182.7 µs as single columns, 98.1 as pairs and 95.5 in fours
 (90.2 µs of reading at the copy bandwidth); K = 2048 (4 KB a column) is as
-fast as single columns (``docs/bench/one_row_strips_h100.json``)."""
+fast as single columns (``docs/bench/one_row_strips_h100.json``). A gated
+MLP's gate and up, read by one kernel, are left as single columns (the
+pair's segment of that model's layer took 9.6 µs with four-column strips,
+9.0 without), and so are projections whose joined strips would number fewer
+than :data:`JOINED_STRIPS_PER_SM` a multiprocessor (896 -> 896 and 896 ->
+1152 took 2.96 and 3.15 µs in fours, 2.90 and 3.08 as single columns)."""
+JOINED_STRIPS_PER_SM = 8
+"""The fewest joined one-row strips per multiprocessor (1056 on an H100): the
+896 -> 9728 projection's 2432 strips of four read it in 9.1 µs against 11.6
+as single columns; 224 and 288 strips of four were no faster than single
+columns."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,13 @@ def skinny_rows(op: kernel.MatmulOp) -> int | None:
 
 
 def plan_split_k(
-    rows: int, n: int, k: int, elem_bytes: int, target: Target, k_major: bool = False
+    rows: int,
+    n: int,
+    k: int,
+    elem_bytes: int,
+    target: Target,
+    k_major: bool = False,
+    weights: int = 1,
 ) -> SplitK:
     """How a ``[rows, k] x [k, n]`` product is split on ``target``.
 
@@ -149,14 +165,19 @@ def plan_split_k(
     strips and chunks of :data:`K_MAJOR_STRIPS`, enough blocks for one
     per SM: its strips are many already. Either is split over ``K`` only when
     that reads the weight sooner by more than the combine kernel's launch
-    costs."""
+    costs. ``weights`` is how many weights of this shape each block reads
+    (2 for a gated MLP's gate and up, :func:`sibling_of`): one-row columns
+    are joined (:data:`ONE_ROW_BLOCK_BYTES`) for one weight only."""
     if k_major:
         width, tile_bytes = next(
             (c, b) for most, c, b in K_MAJOR_STRIPS if rows <= most
         )
-        if width == 1:
+        if width == 1 and weights == 1:
             joined = 1
-            while joined * k * elem_bytes < ONE_ROW_BLOCK_BYTES:
+            while (
+                joined * k * elem_bytes < ONE_ROW_BLOCK_BYTES
+                and n // (2 * joined) >= JOINED_STRIPS_PER_SM * target.sms
+            ):
                 joined *= 2
             width, tile_bytes = joined, joined * tile_bytes
         widths = (width, 16, 1)

@@ -21,7 +21,7 @@ from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
 from mirage_xdsl.lowering.norm_prologue import ROW_TILE
 from mirage_xdsl.lowering.split_k import (
-    ONE_ROW_BLOCK_BYTES,
+    JOINED_STRIPS_PER_SM,
     WEIGHT_TILE_BYTES,
     plan_split_k,
 )
@@ -73,17 +73,32 @@ def test_a_transposed_weight_gets_narrow_strips(k: int, n: int, rows: int) -> No
 
 
 @pytest.mark.parametrize(
-    "k, width, chunk",
-    [(896, 4, 896), (1536, 2, 768), (2048, 1, 1024), (4864, 1, 608), (512, 4, 512)],
+    "k, n, width, chunk",
+    [
+        (896, 151936, 4, 896),  # Qwen2.5-0.5B's head: four columns of 1.75 KB
+        (896, 9728, 4, 896),
+        (1536, 151936, 2, 768),
+        (2048, 128256, 1, 1024),  # 4 KB a column: single columns
+        (4864, 896, 1, 608),
+        (896, 1152, 1, 896),  # joined, too few strips
+        (896, 4096, 2, 896),  # 2048 strips of two; of four, 1024: too few
+    ],
 )
-def test_a_short_column_at_one_row_is_joined_by_its_neighbours(k, width, chunk):
+def test_a_short_column_at_one_row_is_joined_by_its_neighbours(k, n, width, chunk):
     """At one row a block owns single columns in 2 KB chunks, unless a whole
     column is under ONE_ROW_BLOCK_BYTES: then it owns as many (a power of
-    two) as make that much, each chunk as many 2 KB (Qwen2.5-0.5B's K = 896:
-    four columns of 1.75 KB, one chunk each)."""
-    plan = plan_split_k(1, 151936, k, 2, H100, k_major=True)
+    two) as make that much, each chunk as many 2 KB, while the strips stay
+    at least JOINED_STRIPS_PER_SM a multiprocessor."""
+    plan = plan_split_k(1, n, k, 2, H100, k_major=True)
     assert (plan.n_tile, plan.k_tile) == (width, chunk)
-    assert plan.n_tile * k * 2 >= ONE_ROW_BLOCK_BYTES or plan.n_tile == 1
+    if width > 1:
+        assert n // width >= JOINED_STRIPS_PER_SM * H100.sms
+
+
+def test_a_gated_pair_keeps_single_columns_at_one_row():
+    """Gate and up read by one kernel already read two columns a block."""
+    plan = plan_split_k(1, 4864, 896, 2, H100, k_major=True, weights=2)
+    assert (plan.n_tile, plan.k_tile) == (1, 896)
 
 
 def test_the_split_follows_the_targets_sm_count() -> None:
@@ -198,7 +213,7 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
 
 TRANSPOSED = [
     ((1,), 2048, 512, "add", False, (512, 1, 1)),  # 1 column a block
-    ((1,), 1024, 512, "add", False, (256, 1, 1)),  # a 2 KB column joins another
+    ((1,), 1024, 512, "add", False, (512, 1, 1)),  # a 2 KB column, strips too few
     ((8,), 2048, 256, "mul", False, (16, 8, 1)),  # 16 columns, split 8 ways
     ((1, 2), 512, 64, "none", True, (16, 1, 1)),  # the norm in its kernel
 ]
