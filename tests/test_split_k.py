@@ -214,6 +214,7 @@ def test_split_programs_compute_what_the_plain_ones_do(rows, dtype, epilogue) ->
 TRANSPOSED = [
     ((1,), 2048, 512, "add", False, (512, 1, 1)),  # 1 column a block
     ((1,), 1024, 512, "add", False, (512, 1, 1)),  # a 2 KB column, strips too few
+    ((1,), 1024, 2112, "add", False, (1056, 1, 1)),  # two 2 KB columns a block
     ((8,), 2048, 256, "mul", False, (16, 8, 1)),  # 16 columns, split 8 ways
     ((1, 2), 512, 64, "none", True, (16, 1, 1)),  # the norm in its kernel
 ]
