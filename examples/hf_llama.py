@@ -64,28 +64,36 @@ CACHE_KEYWORD = (
 on (``past_key_values`` is deprecated there), ``past_key_values`` before."""
 
 
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=128,
+)
+"""The tiny shapes of ``--small``, whichever the family."""
+
+
+def shapes(
+    layers: int, hidden: int, mlp: int, heads: int, kv_heads: int, vocab: int
+) -> dict:
+    """A config's shapes, with tied embeddings (both models tie theirs)."""
+    return dict(
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        vocab_size=vocab,
+        tie_word_embeddings=True,
+    )
+
+
 def llama_config(small: bool) -> LlamaConfig:
     """Llama-3.2-1B's shapes (16 layers, hidden 2048, 32 query and 8 key/value
     heads of 64, MLP 8192, vocabulary 128256, tied embeddings), or a tiny one."""
-    if small:
-        shape = dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=128,
-        )
-    else:
-        shape = dict(
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            vocab_size=128256,
-            tie_word_embeddings=True,
-        )
+    shape = TINY if small else shapes(16, 2048, 8192, 32, 8, 128256)
     return LlamaConfig(
         **shape,
         rms_norm_eps=1e-5,
@@ -98,25 +106,7 @@ def qwen2_config(small: bool) -> Qwen2Config:
     """Qwen2.5-0.5B's shapes (24 layers, hidden 896, 14 query and 2 key/value
     heads of 64 with biased q/k/v projections, MLP 4864, vocabulary 151936,
     tied embeddings), or a tiny one: a second family, of other shapes."""
-    if small:
-        shape = dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=128,
-        )
-    else:
-        shape = dict(
-            hidden_size=896,
-            intermediate_size=4864,
-            num_hidden_layers=24,
-            num_attention_heads=14,
-            num_key_value_heads=2,
-            vocab_size=151936,
-            tie_word_embeddings=True,
-        )
+    shape = TINY if small else shapes(24, 896, 4864, 14, 2, 151936)
     return Qwen2Config(
         **shape,
         rms_norm_eps=1e-6,
