@@ -76,7 +76,7 @@ FAMILIES = {
 
 def family_config(name: str):
     """A two-layer config of ``name`` (:data:`FAMILIES`) with the shared tiny
-    shapes and sdpa attention."""
+    shapes, and sdpa attention where the family has it."""
     cls = getattr(transformers, FAMILIES[name][0])
     common = dict(vocab_size=128, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     if name == "gptj":
