@@ -46,6 +46,10 @@ class MirageFunction:
         (``Report.function`` names it: ``forward_s2`` is segment 2)."""
         self._compiled: Callable[..., Any] | None = None
         self._parameters: dict[torch.device, list[torch.Tensor]] = {}
+        from mirage_xdsl.semantics.interpreter import entry_function
+
+        self._input_types = entry_function(self.module).function_type.inputs.data
+        """The program's input types, which every call is checked against."""
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         outs = take(self.raw(*inputs), self._outputs)
@@ -84,9 +88,7 @@ class MirageFunction:
         return self._parameters[device]
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
-        from mirage_xdsl.semantics.interpreter import entry_function
-
-        types = entry_function(self.module).function_type.inputs.data
+        types = self._input_types
         if len(args) != len(types):
             raise MirageError(
                 f"error: expected {len(types) - len(self.captured.parameters)} "
@@ -103,16 +105,11 @@ class MirageFunction:
 
     def _masks_as_numbers(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         """A boolean mask as the 0/1 tensor of the dtype the program takes it in."""
-        from mirage_xdsl.semantics.interpreter import entry_function
-
-        if not any(isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in args):
-            return args
-        types = entry_function(self.module).function_type.inputs.data
         return [
             x.to(torch_dtype(ty.element_type))  # type: ignore[attr-defined]
             if isinstance(x, torch.Tensor) and x.dtype == torch.bool
             else x
-            for x, ty in zip(args, types, strict=False)
+            for x, ty in zip(args, self._input_types, strict=False)
         ]
 
     def _run_compiled(self, args: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:

@@ -12,7 +12,6 @@ exact in the verifier's finite field. An infinite fill (``masked_fill(m,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,11 +27,10 @@ def where(c: Converter, node: fx.Node, cond: Any, a: Any, b: Any) -> Value:
     """``torch.where(cond, a, b)``: ``a m + b (1 - m)``, ``a`` and ``b``
     tensors or finite numbers."""
     m = _mask(c, node, cond)
-    terms = [
-        t
-        for t in (_times(c, node, a, lambda: m), _times(c, node, b, lambda: _not(c, m)))
-        if t
-    ]
+    terms = [_times(c, node, a, m)]
+    if as_number(b) != 0:  # a 0 adds nothing, and needs no 1 - m
+        terms.append(_times(c, node, b, _not(c, m)))
+    terms = [t for t in terms if t is not None]
     if not terms:
         return c.graph.mul_scalar(m, 0.0)
     return terms[0] if len(terms) == 1 else c.graph.add(*terms)
@@ -58,21 +56,18 @@ def _not(c: Converter, m: SSAValue) -> SSAValue:
     return c.graph.add_scalar(c.graph.neg(m), 1.0)
 
 
-def _times(
-    c: Converter, node: fx.Node, v: Any, mask: Callable[[], SSAValue]
-) -> SSAValue | None:
+def _times(c: Converter, node: fx.Node, v: Any, m: SSAValue) -> SSAValue | None:
     """``v m``: a tensor times the mask, a number as the mask scaled by it
-    (None for 0, which adds nothing; ``mask`` builds ``m`` only when used)."""
+    (None for 0, which adds nothing)."""
     k = as_number(v)
     if k is not None:
         if not math.isfinite(k):
             raise unsupported(
                 node, f"a fill of {k} (a 0/1 mask can select finite values only)"
             )
-        return c.graph.mul_scalar(mask(), k) if k else None
+        return c.graph.mul_scalar(m, k) if k else None
     if not isinstance(v, fx.Node):
         raise unsupported(node, f"a selected value {v!r}")
-    m = mask()
     mask_shape = tuple(m.type.get_shape())  # type: ignore[attr-defined]
     check_shape(node, shapes.broadcast, node_shape(v), mask_shape)
     return c.graph.mul(c.value(v), m)

@@ -77,12 +77,21 @@ def slice_(
     return sliced(c, a, dim, picked)
 
 
+def sliced_as(c: Converter, node: fx.Node, a: Any, dim: int, picked: range) -> SSAValue:
+    """:func:`sliced`, reshaped to ``node``'s shape where that drops the dim
+    (``x[..., i]``, a piece of ``unbind``)."""
+    x = sliced(c, a, dim, picked)
+    shape = tuple(node_shape(node))
+    kept = tuple(x.type.get_shape())  # type: ignore[attr-defined]
+    return x if kept == shape else c.graph.reshape(x, shape)
+
+
 def select(c: Converter, node: fx.Node, a: Any, dim: int, index: int) -> Value:
     """``x[..., i]`` along ``dim``: a one-element slice without the dim."""
     shape = node_shape(a)
     dim %= len(shape)
     i = index % shape[dim]
-    return c.graph.reshape(sliced(c, a, dim, range(i, i + 1)), node_shape(node))
+    return sliced_as(c, node, a, dim, range(i, i + 1))
 
 
 def cat(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> Value:
@@ -95,9 +104,14 @@ def cat(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> Va
         raise unsupported(node, "a concatenation of empty tensors")
     if any(len(node_shape(t)) != len(shape) for t in parts):
         raise unsupported(node, "a concatenation of tensors of different ranks")
-    out = c.value(parts[0])
-    for t in parts[1:]:
-        out = c.graph.concat(out, c.value(t), dim)
+    return concatenated(c, [c.value(t) for t in parts], dim)
+
+
+def concatenated(c: Converter, parts: Sequence[SSAValue], dim: int) -> SSAValue:
+    """``kernel.concat`` of ``parts`` along ``dim``, in turn."""
+    out = parts[0]
+    for part in parts[1:]:
+        out = c.graph.concat(out, part, dim)
     return out
 
 
@@ -107,11 +121,7 @@ def stack(c: Converter, node: fx.Node, tensors: Sequence[Any], dim: int = 0) -> 
     shape = node_shape(node)
     dim %= len(shape)
     unit = (*shape[:dim], 1, *shape[dim + 1 :])
-    out = None
-    for t in tensors:
-        part = c.graph.reshape(c.value(t), unit)
-        out = part if out is None else c.graph.concat(out, part, dim)
-    return out
+    return concatenated(c, [c.graph.reshape(c.value(t), unit) for t in tensors], dim)
 
 
 def repeat_interleave(
@@ -157,8 +167,4 @@ def chunk(c: Converter, node: fx.Node, a: Any, chunks: int, dim: int = 0) -> Val
 def piece(c: Converter, node: fx.Node, pieces: Pieces, index: int) -> SSAValue:
     """Piece ``index`` of a split, sliced when ``node`` reads it (and without
     the dim, for ``unbind``)."""
-    x = sliced(c, pieces.source, pieces.dim, pieces.ranges[index])
-    shape = node_shape(node)
-    if tuple(x.type.get_shape()) != tuple(shape):  # type: ignore[attr-defined]
-        x = c.graph.reshape(x, shape)
-    return x
+    return sliced_as(c, node, pieces.source, pieces.dim, pieces.ranges[index])
