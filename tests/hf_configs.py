@@ -70,6 +70,8 @@ FAMILIES = {
     "gemma2": ("Gemma2Config", "logit soft-capping, norms after each block"),
     "phi3": ("Phi3Config", "an empty slice where the rotation spans the head"),
     "bloom": ("BloomConfig", "ALiBi: scores as baddbmm of the bias table"),
+    "gpt_oss": ("GptOssConfig", "gate and up clamped, experts routed by topk"),
+    "diffllama": ("DiffLlamaConfig", "exp(sum(q1 * k1, dtype=float32)) weights"),
 }
 """Decoder families beyond Llama whose code uses other forms of the same ops."""
 
@@ -89,8 +91,11 @@ def family_config(name: str):
     else:
         shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
         shape.update(max_position_embeddings=128, head_dim=16)
-    # no SDPA path: soft-capping, ALiBi; GPT-J before transformers 5.2x
-    eager = name in ("gemma2", "bloom", "gptj")
+    if name == "gpt_oss":
+        shape.update(num_local_experts=4, num_experts_per_tok=2)
+    # no SDPA path: soft-capping, ALiBi, attention sinks; GPT-J before
+    # transformers 5.2x
+    eager = name in ("gemma2", "bloom", "gptj", "gpt_oss")
     return cls(**shape, **common, attn_implementation="eager" if eager else "sdpa")
 
 

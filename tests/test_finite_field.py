@@ -162,19 +162,26 @@ def test_sigmoid_is_silu_over_x_and_neg_is_exact() -> None:
 
 
 def test_keyed_activations_are_functions_distinct_per_kind() -> None:
-    """relu, tanh, gelu, gelu_erf: like sqrt, equal arguments give equal
-    values; two kinds on the same argument agree only by chance."""
+    """relu, tanh, gelu, gelu_erf, and the clamps by each of their constants:
+    like sqrt, equal arguments give equal values; two kinds (or one clamp at
+    two bounds) on the same argument agree only by chance."""
     d = FiniteFieldDomain(6)
     x = d.random(np.random.default_rng(6), (1000,))
-    kinds = ("sqrt", "relu", "tanh", "gelu", "gelu_erf", "log")
-    assert KEYED_KINDS == kinds
+    kinds = ("sqrt", "clamp_min", "clamp_max", "relu", "tanh", "gelu", "gelu_erf")
+    assert KEYED_KINDS == (*kinds, "log")
     xx = np.concatenate([x, x])
-    values = {k: d.elementwise(OPS[k], xx) for k in kinds}
+    values = {}
+    for k in (*kinds, "log"):
+        bounds = OPS[k].constants or (None,)
+        for c in bounds:
+            args = (xx,) if c is None else (xx, c)
+            values[k, c] = d.elementwise(OPS[k], *args)
+    assert len(values) == 10
     for k, v in values.items():
         assert np.array_equal(v.p[:1000], v.p[1000:]), k
         assert np.all((v.p > 0) & (v.p < P)), k
-    for a in kinds:
-        for b in kinds:
+    for a in values:
+        for b in values:
             if a < b:
                 assert np.mean(values[a].p == values[b].p) < 0.01, (a, b)
 
@@ -184,6 +191,8 @@ def test_key_salts_are_pinned() -> None:
     sqrt's is 0, and every trial's keyed values stay what they were."""
     assert KEY_SALTS == {
         "sqrt": 0,
+        "clamp_min": 3800324817963390898,
+        "clamp_max": 1559520370260332951,
         "relu": 3203118445234222979,
         "tanh": 3943191079866540465,
         "gelu": 2644641728253874490,

@@ -798,3 +798,37 @@ def test_an_infinite_fill_stays_torch_and_says_why(caplog):
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         torch.testing.assert_close(compiled(x, m), fill(x, m))
     assert any("a fill of -inf" in s for s in mirage_log(caplog))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # GPT-OSS's gated MLP clamps its gate above and its up both ways
+        lambda x: (x * 2.0).clamp(min=-1.0, max=1.0) + x.clamp(max=0.5),
+        lambda x: torch.clamp_min(x * 3.0, 0.25) * torch.clip(x, -2, 2),
+        # a lower bound above the upper gives the upper, as in torch
+        lambda x: x.clamp(min=1.0, max=-1.0) * x,
+        # DiffLlama's weights: a sum into fp32, then exp
+        lambda x: torch.exp(torch.sum(x * x, dim=-1, dtype=torch.float32)),
+    ],
+)
+def test_clamps_and_a_sum_into_fp32_are_one_ugraph(fn, caplog):
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(6))
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(x)
+    torch.testing.assert_close(out, fn(x))
+    assert any(
+        re.search(r"ops as 1 µGraphs, 0 as torch", s) for s in mirage_log(caplog)
+    )
+
+
+def test_a_clamp_by_a_tensor_stays_torch_and_says_why(caplog):
+    def bounded(x, y):
+        return (x * 2.0).clamp(min=y) + 1.0
+
+    x, y = torch.randn(4, 4), torch.zeros(4, 4)
+    compiled = torch.compile(bounded, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x, y), bounded(x, y))
+    assert any("a clamp by a tensor bound" in s for s in mirage_log(caplog))

@@ -167,8 +167,16 @@ class OpSpec:
         """Its finite-field image through ``arith``."""
         assert self.field is not None, self.kind
         if self.keyed:
-            return arith.keyed(self.kind, args[0])
+            return arith.keyed(self.keyed_kind(*args[1:]), args[0])
         return self.field(arith, *args)
+
+    def keyed_kind(self, *constant: float) -> str:
+        """The name of its random function in the finite field: a keyed op
+        with a constant gets one function per constant (``clamp_max(x, 1)``
+        and ``clamp_max(x, 2)`` are different functions of ``x``)."""
+        if self.form is Form.SCALAR and constant:
+            return f"{self.kind}({float(constant[0])!r})"
+        return self.kind
 
     def triton_expr(self, x: str, y: str = "", c: str = "") -> str:
         """Its Triton expression with the operands (and constant) filled in."""

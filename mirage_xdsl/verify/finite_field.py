@@ -29,6 +29,7 @@ makes them bit-identical.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
@@ -63,6 +64,7 @@ KEYED_KINDS = tuple(k for k in elementwise_kinds() if OPS[k].keyed)
 entries): per-trial random functions."""
 
 
+@functools.cache
 def _salt(kind: str) -> int:
     """A fixed 62-bit salt for ``kind``'s keys; sqrt's is 0, so its values
     are those it always had, and every other kind gets a function of its own."""
@@ -230,7 +232,10 @@ class FiniteFieldDomain:
     - the other :data:`KEYED_KINDS` (``relu``, ``tanh``, ...) are random
       functions like sqrt, each keyed by sqrt's keys salted with its ``KIND``
       (:data:`KEY_SALTS`): equal arguments meet, different kinds never share
-      values by construction.
+      values by construction. A keyed op with a constant (``clamp_max(x,
+      c)``) is salted by its kind and constant together
+      (:meth:`~mirage_xdsl.ops.OpSpec.keyed_kind`), so two bounds are two
+      functions.
 
     The domain is an :class:`~mirage_xdsl.ops.Arith`: every element-wise op
     is its op-table formula over these pieces (``silu(x) = x / (1 +
@@ -379,7 +384,7 @@ class FiniteFieldDomain:
 
     def _keys(self, kind: str) -> tuple[int, int]:
         """This trial's keys of a keyed kind: sqrt's keys salted by the kind."""
-        salt = KEY_SALTS[kind]
+        salt = _salt(kind)  # a keyed op with a constant: ``clamp_max(1.0)``
         return self._sqrt_keys[0] ^ salt, self._sqrt_keys[1] ^ salt
 
     def sqrt(self, x: Residues) -> Residues:

@@ -104,7 +104,10 @@ TERMS = SimpleNamespace(add=add, mul=mul, div=div, const=constant)
 def _elementwise(spec: OpSpec) -> ExprRule:
     """An element-wise op's term, pushed through piecewise operands: its
     ``expr`` formula over :data:`TERMS` (after the operands, a scalar op's
-    constant ``attrs["scalar"]``), else its head applied to the operands."""
+    constant ``attrs["scalar"]``), else its head applied to the operands.
+    A head drops its op's constant: ``clamp_max(x, 1)`` and ``clamp_max(x,
+    2)`` read as one term, which only lets more candidates through the
+    subexpression check (the verifier keys each bound apart)."""
 
     def rule(xs: Sequence[Expr], shapes: Sequence[Shape], attrs: Mapping) -> Expr:
         formula = spec.expr

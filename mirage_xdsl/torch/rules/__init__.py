@@ -21,6 +21,9 @@ from mirage_xdsl.ops import OPS, Form
 from mirage_xdsl.torch.nodes import aten
 from mirage_xdsl.torch.rules.arith import (
     add,
+    clamp,
+    clamp_max,
+    clamp_min,
     div,
     elementwise,
     gelu,
@@ -105,6 +108,10 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.mul: mul,
     aten.div: div,
     aten.sigmoid: sigmoid,
+    aten.clamp: clamp,
+    aten.clip: clamp,
+    aten.clamp_min: clamp_min,
+    aten.clamp_max: clamp_max,
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,

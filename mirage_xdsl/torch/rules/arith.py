@@ -1,9 +1,10 @@
-"""Element-wise arithmetic: the op table's unary and binary ops, and the
-rules for ``add``, ``sub``, ``mul``, ``div`` with constants and the fused
-patterns they close (SiLU, RMSNorm)."""
+"""Element-wise arithmetic: the op table's unary and binary ops, the rules
+for ``add``, ``sub``, ``mul``, ``div`` with constants and the fused patterns
+they close (SiLU, RMSNorm), and ``clamp`` by constant bounds."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import fx
@@ -145,3 +146,28 @@ def gelu(c: Converter, node: fx.Node, a: Any, approximate: str = "none") -> Valu
     if approximate not in kinds:
         raise unsupported(node, f"GELU approximation {approximate!r}")
     return unary(kinds[approximate])(c, node, a)
+
+
+def clamp(c: Converter, node: fx.Node, a: Any, lo: Any = None, hi: Any = None) -> Value:
+    """``x.clamp(min, max)`` (and ``clip``) by numbers: ``clamp_min`` then
+    ``clamp_max``, as torch applies them (a lower bound above the upper one
+    gives the upper). Bounds that are tensors are refused."""
+    (x,) = tensor_operands(c, node, a)
+    for kind, bound in (("clamp_min", lo), ("clamp_max", hi)):
+        if bound is None:
+            continue
+        k = as_number(bound)
+        if k is None:
+            raise unsupported(node, "a clamp by a tensor bound (numbers only)")
+        if not math.isfinite(k):
+            raise unsupported(node, f"a clamp at {k}")
+        x = getattr(c.graph, kind)(x, k)
+    return x
+
+
+def clamp_min(c: Converter, node: fx.Node, a: Any, lo: Any) -> Value:
+    return clamp(c, node, a, lo=lo)
+
+
+def clamp_max(c: Converter, node: fx.Node, a: Any, hi: Any) -> Value:
+    return clamp(c, node, a, hi=hi)

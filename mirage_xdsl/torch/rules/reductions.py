@@ -7,6 +7,7 @@ from typing import Any
 from torch import fx
 
 from mirage_xdsl.torch.nodes import (
+    DTYPES,
     node_meta,
     node_shape,
     unsupported,
@@ -25,10 +26,14 @@ def reduce_sum(
     c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw: Any
 ) -> Value:
     """``x.sum(dims, keepdim)``: one reduction per dim (the dialect keeps each
-    reduced dim with size 1; without ``keepdim`` a reshape drops them)."""
+    reduced dim with size 1; without ``keepdim`` a reshape drops them). A
+    float ``dtype`` is a cast, which the kernels' fp32 sums fold away as
+    ``.to()`` does."""
     rank = len(node_shape(a))
-    if not dims or kw.get("dtype") is not None:
-        raise unsupported(node, "a sum over every dim, or with a dtype")
+    if not dims:
+        raise unsupported(node, "a sum over every dim")
+    if kw.get("dtype") is not None and node_meta(node).dtype not in DTYPES:
+        raise unsupported(node, f"a sum into {kw['dtype']} (mirage computes in floats)")
     (x,) = tensor_operands(c, node, a)
     for d in sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)}):
         x = c.graph.reduction(x, d)
