@@ -832,3 +832,21 @@ def test_a_clamp_by_a_tensor_stays_torch_and_says_why(caplog):
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         torch.testing.assert_close(compiled(x, y), bounded(x, y))
     assert any("a clamp by a tensor bound" in s for s in mirage_log(caplog))
+
+
+def test_an_op_on_an_empty_tensor_stays_torch_and_says_why(caplog):
+    """A mixture of experts' linear over an expert that got no tokens (JetMoE
+    splits its tokens by expert) reads a tensor of size 0: it stays torch,
+    where the rest of the graph is still a µGraph."""
+
+    def f(x, w):
+        return torch.relu(x @ w) * 2.0, (w * 3.0).sum(0, keepdim=True)
+
+    x, w = torch.randn(0, 4), torch.randn(4, 4)
+    compiled = torch.compile(f, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for got, want in zip(compiled(x, w), f(x, w), strict=True):
+            torch.testing.assert_close(got, want)
+    log = mirage_log(caplog)
+    assert any(re.search(r"2 ops as 1 µGraphs, 3 as torch", s) for s in log)
+    assert any("aten.matmul" in s and "an empty tensor" in s for s in log)

@@ -609,6 +609,14 @@ def test_non_tensor_inputs_are_refused():
         capture(lambda x, n: x, [torch.zeros(2), 3])
 
 
+def test_an_empty_input_is_refused_in_one_line():
+    with pytest.raises(
+        CaptureError, match=r"input 0 \('x'\) is empty \(shape \(0, 4\)\)"
+    ) as e:
+        capture(lambda x, w: torch.relu(x @ w), [torch.randn(0, 4), torch.randn(4, 4)])
+    assert "\n" not in str(e.value)
+
+
 def test_a_boolean_mask_input_is_read_as_0_and_1():
     """``capture_program`` takes a boolean mask (the first float input sets
     the compute dtype), and the function converts it when called."""

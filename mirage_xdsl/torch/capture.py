@@ -143,6 +143,12 @@ def check_input(x: Any, index: int, name: str) -> None:
             "stays torch: torch.compile(backend='mirage') runs it around the "
             "captured parts)"
         )
+    if 0 in x.shape:
+        raise CaptureError(
+            f"{where_prefix(None)}error: input {index} ('{name}') is empty "
+            f"(shape {tuple(x.shape)}); mirage captures tensors of at least one "
+            "element along every dim"
+        )
 
 
 class Converter:

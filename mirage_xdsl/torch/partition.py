@@ -85,6 +85,8 @@ class Support(OperatorSupportBase):
                 return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
             if not all(isinstance(d, int) for d in value.shape):
                 return "a dynamic shape"
+            if 0 in value.shape and packet not in EMPTY_SAFE:
+                return "an empty tensor (a dim of size 0)"
             if value.device.type != self.device:
                 return (
                     f"a tensor on {value.device.type} (the graph's µGraphs run "
@@ -99,6 +101,12 @@ class Support(OperatorSupportBase):
             return "it reads a tensor that an in-place op changes later"
         return None
 
+
+EMPTY_SAFE = frozenset({aten.slice, aten.cat})
+"""Ops that may meet an empty tensor: a slice makes one (Phi-3's
+``q[..., rotary_dim:]``), which only a concatenation may read, and drops
+(``rules/slicing.py``). Any other op on one, such as a mixture of experts'
+linear over an expert that got no tokens, stays torch."""
 
 BOOL_SAFE = frozenset(
     getattr(aten, name)
