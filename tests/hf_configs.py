@@ -72,8 +72,17 @@ FAMILIES = {
     "bloom": ("BloomConfig", "ALiBi: scores as baddbmm of the bias table"),
     "gpt_oss": ("GptOssConfig", "gate and up clamped, experts routed by topk"),
     "diffllama": ("DiffLlamaConfig", "exp(sum(q1 * k1, dtype=float32)) weights"),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        "latent attention: keys built in new_empty by two slice copy_s",
+    ),
 }
 """Decoder families beyond Llama whose code uses other forms of the same ops."""
+
+ROUTING = {"deepseek_v3": ("scores_for_choice", "group_mask")}
+"""Per family, the names on the lines of its mixture of experts' routing that
+stay torch besides ``topk`` (DeepSeek masks the scores of the groups not
+chosen with ``-inf`` before choosing experts)."""
 
 
 def family_config(name: str):
@@ -93,6 +102,12 @@ def family_config(name: str):
         shape.update(max_position_embeddings=128, head_dim=16)
     if name == "gpt_oss":
         shape.update(num_local_experts=4, num_experts_per_tok=2)
+    if name == "deepseek_v3":
+        shape.update(num_key_value_heads=4, head_dim=8, qk_rope_head_dim=8)
+        shape.update(kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16)
+        shape.update(v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2)
+        shape.update(n_group=1, topk_group=1, first_k_dense_replace=1)
+        shape.update(moe_intermediate_size=32)
     # no SDPA path: soft-capping, ALiBi, attention sinks; GPT-J before
     # transformers 5.2x
     eager = name in ("gemma2", "bloom", "gptj", "gpt_oss")

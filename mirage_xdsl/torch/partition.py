@@ -19,7 +19,8 @@ after the search); everything else runs as torch.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from torch.fx.passes.utils.fuser_utils import (
 )
 from torch.utils._pytree import tree_flatten
 
+from mirage_xdsl.torch.filled_buffers import concat_filled_buffers
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
 from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
@@ -65,16 +67,22 @@ class Support(OperatorSupportBase):
         self.refused: dict[fx.Node, str] = {}
         self.mutated_later = _mutated_later(graph)
         self.device = _compute_device(graph)
+        self._reasons = {node: self._reason(node) for node in graph.nodes}
 
     def is_node_supported(self, submodules: Mapping[str, Any], node: fx.Node) -> bool:
         return self.reason(node) is None
 
     def reason(self, node: fx.Node) -> str | None:
-        """Why ``node`` stays torch; None if it may join a µGraph."""
-        if node.op != "call_function":
-            return "not an op"
+        """Why ``node`` stays torch; None if it may join a µGraph. (Decided
+        for the graph as given, before :func:`ordered_by_writes` adds its
+        edges.)"""
         if node in self.refused:
             return self.refused[node]
+        return self._reasons.get(node, "not an op")
+
+    def _reason(self, node: fx.Node) -> str | None:
+        if node.op != "call_function":
+            return "not an op"
         if _is_mutating(node):
             return "an in-place op (it writes its input)"
         packet = getattr(node.target, "overloadpacket", node.target)
@@ -199,6 +207,56 @@ VIEWS = frozenset(
 """Ops whose result may share its input's storage."""
 
 
+ORDER_KEY = "_mirage_runs_after"
+"""The keyword under which :func:`ordered_by_writes` adds its edges."""
+
+
+@contextmanager
+def ordered_by_writes(graph: fx.Graph) -> Iterator[None]:
+    """Within the block, the order in-place ops impose as edges of the graph.
+
+    torch's partitioner keeps a graph acyclic through its edges, but an
+    in-place op orders what it does not feed: a node reading a tensor after
+    an in-place op writes it must run after the op, and one reading it before,
+    before. A µGraph holding a node that feeds the write (``k[..., :16].copy_(x
+    * 2)``) and one that reads the written tensor (``k * 3``) would run both at
+    one point, and so read the tensor before the write. Each such pair is
+    made an edge (the later node gets the earlier as an extra keyword input,
+    :data:`ORDER_KEY`), so the partitioner sees the cycle; the keywords are
+    removed again on leaving."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    writes: dict[fx.Node, list[fx.Node]] = {}
+    for node in graph.nodes:
+        if _is_mutating(node) and node.args and isinstance(node.args[0], fx.Node):
+            writes.setdefault(alias_root(node), []).append(node)
+    added: dict[fx.Node, dict[str, Any]] = {}
+    for node in graph.nodes:
+        if node.op not in ("call_function", "call_module"):
+            continue
+        roots = {alias_root(a) for a in node.all_input_nodes}
+        before = [
+            w
+            for root in roots
+            for w in writes.get(root, ())
+            if w is not node and order[w] < order[node]
+        ]
+        after = [
+            w
+            for root in roots
+            for w in writes.get(root, ())
+            if w is not node and order[w] > order[node]
+        ]
+        for later, earlier in [(node, w) for w in before] + [(w, node) for w in after]:
+            added.setdefault(later, dict(later.kwargs))
+            edges = [*later.kwargs.get(ORDER_KEY, []), earlier]
+            later.kwargs = {**later.kwargs, ORDER_KEY: edges}
+    try:
+        yield
+    finally:
+        for node, kwargs in added.items():
+            node.kwargs = kwargs
+
+
 def alias_root(node: fx.Node) -> fx.Node:
     """The node whose storage ``node`` may share: back through views and
     in-place ops (which return their input) to the first that is neither."""
@@ -251,14 +309,16 @@ def partition(gm: fx.GraphModule) -> Account:
     for node in list(gm.graph.nodes):
         if node.target in IGNORED and not node.users:
             gm.graph.erase_node(node)
+    concat_filled_buffers(gm.graph)
     drop_empty_pieces(gm.graph)
     support = Support(gm.graph)
     converted: dict[frozenset[str], Part | str] = {}
     while True:
-        proposed = CapabilityBasedPartitioner(
-            gm, support, allows_single_node_partition=True
-        ).propose_partitions()
-        hoist_siblings(proposed)
+        with ordered_by_writes(gm.graph):
+            proposed = CapabilityBasedPartitioner(
+                gm, support, allows_single_node_partition=True
+            ).propose_partitions()
+            hoist_siblings(proposed)
         parts, retry = [], False
         for i, p in enumerate(proposed):
             nodes = topo_sort(list(p.nodes))
@@ -403,6 +463,12 @@ def fuse(
         _insert_subgm(gm, sub, part)
         erase_nodes(gm, part.nodes)
         gm.add_submodule(type(sub).__name__, MiragePart(run(part), part))
-    torch.fx.passes.tools_common.stable_topological_sort(gm)
+    # each part's call sits at its last node: what it feeds moves after it,
+    # and with the writes' edges, what reads those writes' tensors moves too
+    with ordered_by_writes(gm.graph):
+        torch.fx.passes.tools_common.stable_topological_sort(gm)
+    for node in gm.graph.nodes:  # the sort made a new graph of copies
+        if ORDER_KEY in node.kwargs:
+            node.kwargs = {k: v for k, v in node.kwargs.items() if k != ORDER_KEY}
     gm.graph.lint()
     gm.recompile()
