@@ -76,6 +76,7 @@ FAMILIES = {
         "DeepseekV3Config",
         "latent attention: keys built in new_empty by two slice copy_s",
     ),
+    "deepseek_v2": ("DeepseekV2Config", "rotary as a complex product"),
 }
 """Decoder families beyond Llama whose code uses other forms of the same ops."""
 
@@ -102,12 +103,13 @@ def family_config(name: str):
         shape.update(max_position_embeddings=128, head_dim=16)
     if name == "gpt_oss":
         shape.update(num_local_experts=4, num_experts_per_tok=2)
-    if name == "deepseek_v3":
+    if name.startswith("deepseek"):
         shape.update(num_key_value_heads=4, head_dim=8, qk_rope_head_dim=8)
         shape.update(kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16)
         shape.update(v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2)
-        shape.update(n_group=1, topk_group=1, first_k_dense_replace=1)
-        shape.update(moe_intermediate_size=32)
+        shape.update(first_k_dense_replace=1, moe_intermediate_size=32)
+    if name == "deepseek_v3":
+        shape.update(n_group=1, topk_group=1)
     # no SDPA path: soft-capping, ALiBi, attention sinks; GPT-J before
     # transformers 5.2x
     eager = name in ("gemma2", "bloom", "gptj", "gpt_oss")

@@ -242,8 +242,16 @@ STAYS_TORCH = {
     "aten.repeat",  # its table repeated over the batch
     "aten.topk",  # a mixture of experts' choice of experts
     "aten.zeros_like",  # and DeepSeek's mask of the groups chosen
+    "aten.polar",  # a table of rotations as complex numbers,
+    "aten.ones_like",
+    "aten.view_as_real",  # read as real pairs
 }
-ALLOWED_REASONS = ("torch.int", "an in-place op", "only layout changes")
+ALLOWED_REASONS = (
+    "torch.int",
+    "torch.complex",  # the rotations' table, scaled or moved
+    "an in-place op",
+    "only layout changes",
+)
 
 
 def check_float_math_ran_as_mugraphs(caplog, routing: tuple[str, ...] = ()) -> None:
@@ -275,7 +283,10 @@ def check_float_math_ran_as_mugraphs(caplog, routing: tuple[str, ...] = ()) -> N
         *(pytest.param(f, marks=pytest.mark.slow) for f in ("qwen3", "gemma2")),
         *(pytest.param(f, marks=pytest.mark.slow) for f in ("phi3", "bloom")),
         *(pytest.param(f, marks=pytest.mark.slow) for f in ("gpt_oss", "diffllama")),
-        pytest.param("deepseek_v3", marks=pytest.mark.slow),
+        *(
+            pytest.param(f, marks=pytest.mark.slow)
+            for f in ("deepseek_v3", "deepseek_v2")
+        ),
     ],
 )
 def test_other_decoder_families_run_their_float_math_as_mugraphs(family, caplog):

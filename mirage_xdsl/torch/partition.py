@@ -36,6 +36,7 @@ from torch.fx.passes.utils.fuser_utils import (
 )
 from torch.utils._pytree import tree_flatten
 
+from mirage_xdsl.torch.complex_products import real_complex_products
 from mirage_xdsl.torch.filled_buffers import concat_filled_buffers
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
@@ -310,6 +311,7 @@ def partition(gm: fx.GraphModule) -> Account:
         if node.target in IGNORED and not node.users:
             gm.graph.erase_node(node)
     concat_filled_buffers(gm.graph)
+    real_complex_products(gm.graph)
     drop_empty_pieces(gm.graph)
     support = Support(gm.graph)
     converted: dict[frozenset[str], Part | str] = {}

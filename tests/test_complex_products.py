@@ -1,0 +1,59 @@
+"""Rotary embeddings written with complex numbers run as real arithmetic in
+a µGraph (``mirage_xdsl/torch/complex_products.py``)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+INTERPRET = {"cpu": "interpret", "superoptimize": False}
+
+
+def rope(xq, freqs):
+    """Meta's and torchtitan's rotary embedding: a complex product."""
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    return torch.view_as_real(xq_ * freqs[:, :, None, :]).flatten(3).type_as(xq) * 2.0
+
+
+def rope_table_first(xq, freqs):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    return torch.view_as_real(freqs[:, :, None, :] * xq_).flatten(3) + 1.0
+
+
+def complex_kept(xq, freqs):
+    """The product is read as a complex tensor too: it stays as written."""
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    z = xq_ * freqs[:, :, None, :]
+    return torch.view_as_real(z).flatten(3) * 2.0, z.abs()
+
+
+def inputs():
+    g = torch.Generator().manual_seed(8)
+    xq = torch.randn(1, 5, 4, 16, generator=g)
+    angles = torch.arange(5.0)[:, None] * torch.arange(8.0)[None] * 0.1
+    return xq, torch.polar(torch.ones_like(angles), angles)[None]
+
+
+def run(fn, caplog):
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        got, want = compiled(*inputs()), fn(*inputs())
+    torch.testing.assert_close(got, want)
+    return [m for m in caplog.messages if m.startswith("mirage:")]
+
+
+@pytest.mark.parametrize("fn", [rope, rope_table_first])
+def test_a_complex_rotation_runs_as_real_pairs(fn, caplog):
+    """Only the table's complex views stay torch; the rotation, the
+    flattening and what follows are one µGraph."""
+    log = run(fn, caplog)
+    assert any("as 1 µGraphs, 2 as torch" in m for m in log), log
+    kept = [m.split()[2] for m in log if m.startswith("mirage:   torch")]
+    assert sorted(kept) == ["aten.unsqueeze", "aten.view_as_real"]
+
+
+def test_a_complex_product_read_as_complex_stays_as_written(caplog):
+    log = run(complex_kept, caplog)
+    assert any("torch  aten.view_as_complex" in m for m in log), log
