@@ -57,3 +57,30 @@ def test_a_complex_rotation_runs_as_real_pairs(fn, caplog):
 def test_a_complex_product_read_as_complex_stays_as_written(caplog):
     log = run(complex_kept, caplog)
     assert any("torch  aten.view_as_complex" in m for m in log), log
+
+
+class BufferedRope(torch.nn.Module):
+    """torchtitan's form: the table a complex buffer, the rotation after a
+    projection."""
+
+    def __init__(self):
+        super().__init__()
+        angles = torch.arange(5.0)[:, None] * torch.arange(8.0)[None] * 0.1
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles))
+        self.wq = torch.nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        xq = self.wq(x).view(1, 5, 4, 16)
+        xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        rotated = torch.view_as_real(xq_ * self.freqs_cis.view(1, 5, 1, 8))
+        return rotated.flatten(3).type_as(xq)
+
+
+def test_capture_program_takes_a_complex_buffer_as_real_pairs():
+    from mirage_xdsl.torch import MirageFunction, capture_program
+
+    torch.manual_seed(0)
+    module, x = BufferedRope(), torch.randn(1, 5, 64)
+    captured = capture_program(module, [x])
+    assert all(not p.is_complex() for p in captured.parameters)
+    torch.testing.assert_close(MirageFunction(captured)(x), module(x))

@@ -34,7 +34,13 @@ from mirage_xdsl.torch.rules.arith import (
     unary,
 )
 from mirage_xdsl.torch.rules.attention import sdpa
-from mirage_xdsl.torch.rules.layout import dropout, identity, shape_change, swaps
+from mirage_xdsl.torch.rules.layout import (
+    dropout,
+    identity,
+    shape_change,
+    swaps,
+    view_as_real,
+)
 from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
 from mirage_xdsl.torch.rules.masks import logical_not, masked_fill, where
 from mirage_xdsl.torch.rules.norms import (
@@ -147,6 +153,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.to: identity,
     aten._to_copy: identity,
     aten.type_as: identity,
+    aten.view_as_real: view_as_real,
 }
 """ATen op (overload packet) -> conversion rule: the ATen names of the op
 table's entries, then the rules written here (patterns such as SiLU, RMSNorm

@@ -1,5 +1,6 @@
-"""Shape changes (views, reshapes, transposes, permutes, expands) and the
-ops that compute nothing (copies, aliases, same-dtype casts)."""
+"""Shape changes (views, reshapes, transposes, permutes, expands), the ops
+that compute nothing (copies, aliases, same-dtype casts), and a complex
+buffer's real pairs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import torch
 from torch import fx
 
 from mirage_xdsl.torch.nodes import (
@@ -105,6 +107,16 @@ def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Valu
     if node_shape(node) != node_shape(a):
         raise unsupported(node, "a copy that changes the shape")
     return c.env[a]
+
+
+def view_as_real(c: Converter, node: fx.Node, a: Any) -> Value:
+    """The real pairs of a complex module buffer (a table of rotations made
+    with ``torch.polar``), taken at capture; a complex product read through
+    it is real arithmetic already (``complex_products.py``)."""
+    tensor = parameter_of(c, a)
+    if tensor is None:
+        raise unsupported(node, "view_as_real of a computed complex tensor")
+    return Parameter(torch.view_as_real(tensor).contiguous(), node)
 
 
 def dropout(c: Converter, node: fx.Node, a: Any, p: float, train: Any) -> Value:
