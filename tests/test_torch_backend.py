@@ -132,6 +132,25 @@ def test_parameters_and_index_math_around_a_ugraph(caplog, monkeypatch):
     assert any("torch  aten.add " in m and "a torch.int64 tensor" in m for m in log)
 
 
+NORMED = torch.nn.Sequential(
+    torch.nn.RMSNorm(8, eps=1e-5), torch.nn.Linear(8, 8), torch.nn.RMSNorm(8)
+)
+
+
+def test_rms_norm_weights_lifted_into_the_graph_are_ugraph_inputs(caplog):
+    """``torch.compile`` passes ``nn.RMSNorm``'s weight as a graph input, as
+    it does ``nn.Linear``'s: the norm multiplies by it inside the µGraph."""
+    with torch.no_grad():
+        NORMED[0].weight.uniform_(0.5, 1.5)
+    x = torch.randn(2, 3, 8)
+    compiled = torch.compile(NORMED, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), NORMED(x))
+    log = mirage_log(caplog)
+    assert any("ops as 1 µGraphs, 0 as torch" in m for m in log), log
+
+
 def write_then_read(cache, x):
     cache.mul_(0.5)  # an in-place write: stays torch
     return torch.exp(cache) + x

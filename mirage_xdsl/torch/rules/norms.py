@@ -112,8 +112,9 @@ def rms_norm(
 ) -> Value:
     """``F.rms_norm`` / ``nn.RMSNorm`` over the last dim, keeping ``eps``; when
     it is None torch takes the epsilon of the type it computes in (fp32 for
-    f16, bf16 and f32). A weight other than all ones multiplies the result,
-    broadcast over the rows."""
+    f16, bf16 and f32). A weight multiplies the result, broadcast over the
+    rows: a parameter of all ones is left out, and a weight that is an input
+    (a parameter ``torch.compile`` lifts into the graph) is read as one."""
     if list(normalized_shape) != [node_shape(a)[-1]]:
         raise unsupported(node, "RMSNorm over more than the last dim")
     (x,) = tensor_operands(c, node, a)
@@ -124,7 +125,7 @@ def rms_norm(
         return normed
     w = parameter_of(c, weight)
     if w is None:
-        raise unsupported(node, "RMSNorm with a weight that is not a parameter")
+        return c.graph.mul(normed, c.value(weight))
     if bool(torch.all(w == 1)):
         return normed
     rank = len(node_shape(a))
