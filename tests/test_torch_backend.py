@@ -1,6 +1,7 @@
 """``torch.compile(backend="mirage")``: what it takes, and the eager fallback."""
 
 import logging
+import math
 import re
 
 import pytest
@@ -808,15 +809,57 @@ def test_selections_by_a_mask_and_unbinds_are_one_ugraph(fn, caplog):
     )
 
 
-def test_an_infinite_fill_stays_torch_and_says_why(caplog):
+def causal_scores(x):
+    """nanoGPT's attention without SDPA: the masked scores filled with -inf,
+    then their softmax."""
+    t = x.shape[-2]
+    causal = torch.tril(torch.ones(t, t)).view(1, t, t)
+    att = (x @ x.transpose(-1, -2)) * 0.5
+    return torch.softmax(att.masked_fill(causal == 0, float("-inf")), dim=-1)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, m: torch.softmax((x * 2.0).masked_fill(m, float("-inf")), dim=-1),
+        lambda x, m: torch.softmax(torch.where(m, x * 2.0, float("-inf")), dim=-1),
+        lambda x, m: torch.where(~m, x, -math.inf).softmax(-1) @ x,
+    ],
+)
+def test_a_fill_of_minus_infinity_before_a_softmax_is_one_ugraph(fn, caplog):
+    """The softmax weighs the filled entries 0: its exponentials times the
+    0/1 mask, exact, as SDPA's mask is."""
+    x, m = torch.randn(4, 4), ~torch.eye(4).bool()
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x, m), fn(x, m))
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
+def test_a_causal_mask_filled_with_minus_infinity_is_in_the_ugraph(caplog):
+    x = torch.randn(2, 5, 8)
+    compiled = torch.compile(causal_scores, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), causal_scores(x))
+    log = mirage_log(caplog)
+    assert any("mirage_0  aten.masked_fill" in s for s in log), log
+    assert any("mirage_0  aten.softmax" in s for s in log), log
+
+
+def test_an_infinite_fill_read_otherwise_stays_torch_and_says_why(caplog):
     def fill(x, m):
-        return torch.softmax((x * 2.0).masked_fill(m, float("-inf")), dim=-1)
+        return (x * 2.0).masked_fill(m, float("-inf")).exp() + 1.0
 
     x, m = torch.randn(4, 4), torch.eye(4).bool()
     compiled = torch.compile(fill, backend="mirage", options=INTERPRET)
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         torch.testing.assert_close(compiled(x, m), fill(x, m))
-    assert any("a fill of -inf" in s for s in mirage_log(caplog))
+    assert any(
+        "torch  aten.masked_fill" in s
+        and "a fill of -inf read by anything but a softmax" in s
+        for s in mirage_log(caplog)
+    )
 
 
 @pytest.mark.parametrize(

@@ -792,3 +792,41 @@ def test_a_subexpression_written_twice_is_one_value_for_the_norm_pattern(square)
     assert ops.count("kernel.rms_norm") == 1 and ops.count("kernel.neg") == 1
     with torch.no_grad():
         torch.testing.assert_close(MirageFunction(captured)(x), norm(x))
+
+
+class NanoAttention(torch.nn.Module):
+    """nanoGPT's attention without SDPA: a causal buffer compared with 0,
+    the scores filled with -inf where it is, then their softmax."""
+
+    def __init__(self, dim=32, heads=2, block=16):
+        super().__init__()
+        self.c_attn, self.heads = torch.nn.Linear(dim, 3 * dim), heads
+        ones = torch.ones(block, block)
+        self.register_buffer("bias", torch.tril(ones).view(1, 1, block, block))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (
+            y.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+            for y in self.c_attn(x).split(c, dim=2)
+        )
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (c // self.heads) ** 0.5)
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+
+def test_a_causal_buffer_and_a_fill_of_minus_infinity_capture_whole():
+    """The buffer's slice and comparison are made at capture (a 0/1 mask of
+    the sequence's length); the softmax weighs the filled scores 0."""
+    torch.manual_seed(0)
+    module, x = NanoAttention(), torch.randn(2, 9, 32)
+    captured = capture_program(module, [x])
+    assert any(tuple(p.shape) == (1, 1, 9, 9) for p in captured.parameters)
+    with torch.no_grad():
+        torch.testing.assert_close(MirageFunction(captured)(x), module(x))
+
+
+def test_a_comparison_of_computed_tensors_is_refused_in_one_line():
+    with pytest.raises(CaptureError, match="a comparison of computed tensors") as e:
+        capture(lambda x: torch.where(x * 2.0 > 0, x, 0.0), [torch.randn(4, 4)])
+    assert "\n" not in str(e.value)

@@ -56,6 +56,7 @@ from mirage_xdsl.torch.rules import (
     MATERIALISED,
     Empty,
     Expanded,
+    MaskedScores,
     MaxWithIndices,
     Parameter,
     Value,
@@ -246,6 +247,12 @@ class Converter:
             raise unsupported(
                 v.node,
                 "an empty slice (only a concatenation, which drops it, reads one)",
+            )
+        if isinstance(v, MaskedScores):
+            raise unsupported(
+                v.node,
+                "a fill of -inf read by anything but a softmax over the last dim "
+                "(a 0/1 mask can select finite values only)",
             )
         if isinstance(v, MaxWithIndices):
             raise unsupported(

@@ -42,7 +42,7 @@ from mirage_xdsl.torch.rules.layout import (
     view_as_real,
 )
 from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
-from mirage_xdsl.torch.rules.masks import logical_not, masked_fill, where
+from mirage_xdsl.torch.rules.masks import compare, logical_not, masked_fill, where
 from mirage_xdsl.torch.rules.norms import (
     layer_norm,
     mean,
@@ -55,6 +55,7 @@ from mirage_xdsl.torch.rules.norms import (
 from mirage_xdsl.torch.rules.operands import (
     Empty,
     Expanded,
+    MaskedScores,
     MaxWithIndices,
     Parameter,
     Partial,
@@ -142,6 +143,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.chunk: chunk,
     aten.unbind: unbind,
     aten.where: where,
+    **{getattr(aten, name): compare for name in ("eq", "ne", "lt", "le", "gt", "ge")},
     aten.masked_fill: masked_fill,
     aten.bitwise_not: logical_not,
     aten.logical_not: logical_not,
@@ -173,6 +175,7 @@ __all__ = [
     "materialise_expand",
     "IGNORED",
     "MATERIALISED",
+    "MaskedScores",
     "MaxWithIndices",
     "Parameter",
     "Partial",

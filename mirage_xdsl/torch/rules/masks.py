@@ -1,12 +1,14 @@
-"""Selection by a boolean mask: ``torch.where``, ``masked_fill``, and the
-mask's negation (``~m``, ``logical_not``).
+"""Selection by a boolean mask: ``torch.where``, ``masked_fill``, the mask's
+negation (``~m``, ``logical_not``), and masks made from module buffers.
 
 A boolean tensor reaches a program as 0/1 in the compute dtype, so selecting
 is arithmetic: ``where(m, a, b) = a m + b (1 - m)``, exact for finite ``a``
 and ``b`` (each side is multiplied by 0 or 1 and the other side adds 0) and
-exact in the verifier's finite field. An infinite fill (``masked_fill(m,
--inf)``) is refused, since ``inf * 0`` is not 0; the finite ones models use
-(``torch.finfo(dtype).min``) are kept as they are. ``~m`` is ``1 - m``.
+exact in the verifier's finite field. An infinite fill is no product
+(``inf * 0`` is not 0): a fill of ``-inf`` is kept as :class:`MaskedScores`,
+which a softmax reads as 0/1 weights of its exponentials, and refused
+anywhere else; the finite fills models use (``torch.finfo(dtype).min``) are
+kept as they are. ``~m`` is ``1 - m``.
 """
 
 from __future__ import annotations
@@ -20,13 +22,27 @@ from xdsl.ir import SSAValue
 
 from mirage_xdsl.dialects import shapes
 from mirage_xdsl.torch.nodes import node_meta, node_shape, unsupported
-from mirage_xdsl.torch.rules.operands import Converter, Value, as_number, check_shape
+from mirage_xdsl.torch.rules.operands import (
+    Converter,
+    MaskedScores,
+    Parameter,
+    Value,
+    as_number,
+    check_shape,
+    parameter_of,
+)
 
 
 def where(c: Converter, node: fx.Node, cond: Any, a: Any, b: Any) -> Value:
     """``torch.where(cond, a, b)``: ``a m + b (1 - m)``, ``a`` and ``b``
-    tensors or finite numbers."""
+    tensors or finite numbers; with one of them ``-inf`` and the other a
+    tensor, the scores a softmax masks (:class:`MaskedScores`)."""
     m = _mask(c, node, cond)
+    for kept, fill, keep in ((a, b, m), (b, a, None)):
+        if as_number(fill) == -math.inf and isinstance(kept, fx.Node):
+            mask_shape = tuple(m.type.get_shape())  # type: ignore[attr-defined]
+            check_shape(node, shapes.broadcast, node_shape(kept), mask_shape)
+            return MaskedScores(c.value(kept), keep or _not(c, m), node)
     terms = [_times(c, node, a, m)]
     if as_number(b) != 0:  # a 0 adds nothing, and needs no 1 - m
         terms.append(_times(c, node, b, _not(c, m)))
@@ -71,3 +87,19 @@ def _times(c: Converter, node: fx.Node, v: Any, m: SSAValue) -> SSAValue | None:
     mask_shape = tuple(m.type.get_shape())  # type: ignore[attr-defined]
     check_shape(node, shapes.broadcast, node_shape(v), mask_shape)
     return c.graph.mul(c.value(v), m)
+
+
+def compare(c: Converter, node: fx.Node, a: Any, b: Any) -> Value:
+    """A comparison of module buffers and numbers (nanoGPT's causal mask,
+    ``self.bias[:, :, :T, :T] == 0``), made at capture: a boolean mask the
+    program reads as 0/1. A comparison of computed tensors has no
+    kernel-dialect form."""
+    operands = []
+    for x in (a, b):
+        tensor = parameter_of(c, x) if isinstance(x, fx.Node) else x
+        if isinstance(x, fx.Node) and tensor is None:
+            raise unsupported(
+                node, "a comparison of computed tensors (only of module buffers)"
+            )
+        operands.append(tensor)
+    return Parameter(node.target(*operands), node)

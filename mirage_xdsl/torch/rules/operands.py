@@ -67,6 +67,18 @@ class MaxWithIndices:
 
 
 @dataclass(frozen=True)
+class MaskedScores:
+    """``x.masked_fill(m, -inf)`` or ``torch.where(keep, x, -inf)``: scores
+    whose masked entries a softmax weighs 0 (nanoGPT's causal mask). Only a
+    softmax over the last dim reads it, as its exponentials times the 0/1
+    ``keep`` mask; an infinite value has no other exact form."""
+
+    x: SSAValue
+    keep: SSAValue
+    node: fx.Node
+
+
+@dataclass(frozen=True)
 class Expanded:
     """``x.expand(shape)`` of a computed tensor, possibly reshaped after
     (``reshape``): the kernel dialect broadcasts only inside element-wise ops,
@@ -90,7 +102,9 @@ class Pieces:
     node: fx.Node
 
 
-Value = SSAValue | Partial | Parameter | MaxWithIndices | Expanded | Pieces
+Value = (
+    SSAValue | Partial | Parameter | MaxWithIndices | MaskedScores | Expanded | Pieces
+)
 
 
 class Converter(Protocol):

@@ -12,8 +12,10 @@ from mirage_xdsl.torch.nodes import (
     node_shape,
     unsupported,
 )
+from mirage_xdsl.torch.rules.attention import masked_softmax
 from mirage_xdsl.torch.rules.operands import (
     Converter,
+    MaskedScores,
     MaxWithIndices,
     Pieces,
     Value,
@@ -96,10 +98,15 @@ def getitem(c: Converter, node: fx.Node, a: Any, index: Any) -> Value:
 def softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Value:
     """``exp(x - max(x)) / sum(exp(x - max(x)))`` over ``dim``: the row maximum
     keeps ``exp`` finite at any input scale, and the verifier proves the form
-    equal to ``exp(x) / sum(exp(x))`` (``docs/verifier.md``)."""
+    equal to ``exp(x) / sum(exp(x))`` (``docs/verifier.md``). Of scores filled
+    with ``-inf`` where masked, the masked softmax of attention (a row with
+    every entry masked is 0, as SDPA gives it, where torch's softmax is NaN)."""
     if rest and rest[0] not in (None, False, node_meta(a).dtype):
         raise unsupported(node, "softmax with a dtype change")
-    (x,) = tensor_operands(c, node, a)
     d = dim % len(node_shape(a))
+    scores = c.env.get(a)
+    if isinstance(scores, MaskedScores) and d == len(node_shape(a)) - 1:
+        return masked_softmax(c, node, scores.x, ("mul", scores.keep))
+    (x,) = tensor_operands(c, node, a)
     e = c.graph.exp(c.graph.add(x, c.graph.neg(c.graph.reduce_max(x, d))))
     return c.graph.div(e, c.graph.reduction(e, d))

@@ -25,7 +25,14 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import node_shape, unsupported
-from mirage_xdsl.torch.rules.operands import Converter, Empty, Pieces, Value
+from mirage_xdsl.torch.rules.operands import (
+    Converter,
+    Empty,
+    Parameter,
+    Pieces,
+    Value,
+    parameter_of,
+)
 
 
 def sliced(c: Converter, a: Any, dim: int, picked: range) -> SSAValue:
@@ -66,7 +73,8 @@ def slice_(
     end: int | None = None,
     step: int = 1,
 ) -> Value:
-    """``x[..., start:end:step]`` along ``dim``."""
+    """``x[..., start:end:step]`` along ``dim``; of a module parameter or
+    buffer, taken at capture (nanoGPT's ``self.bias[:, :, :T, :T]``)."""
     shape = node_shape(a)
     dim %= len(shape)
     picked = range(shape[dim])[slice(start, end, step)]
@@ -74,6 +82,10 @@ def slice_(
         return Empty(node)
     if picked == range(shape[dim]):
         return c.env[a]
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        index = (slice(None),) * dim + (slice(picked.start, picked.stop, picked.step),)
+        return Parameter(tensor[index].contiguous(), node)
     return sliced(c, a, dim, picked)
 
 
