@@ -52,9 +52,17 @@ def _rewritable(node: fx.Node) -> bool:
         and _is_complex(node)
         and _is_complex(a)
         and _is_complex(b)
+        and all("val" in _pairs_of(z).meta for z in (a, b))
         and bool(node.users)
         and all(u.target == aten.view_as_real.default for u in node.users)
     )
+
+
+def _pairs_of(z: fx.Node) -> fx.Node:
+    """The node whose value the real pairs of ``z`` are read from."""
+    if z.target == aten.view_as_complex.default and isinstance(z.args[0], fx.Node):
+        return z.args[0]
+    return z
 
 
 def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
@@ -87,9 +95,8 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
 
 def _pairs(graph: fx.Graph, z: fx.Node, at: fx.Node) -> fx.Node:
     """The real tensor ``[..., 2]`` of complex ``z``."""
-    if z.target == aten.view_as_complex.default:
-        return z.args[0]
-    return _op(graph, aten.view_as_real.default, (z,), at)
+    pairs = _pairs_of(z)
+    return pairs if pairs is not z else _op(graph, aten.view_as_real.default, (z,), at)
 
 
 def _parts(graph: fx.Graph, pairs: fx.Node, at: fx.Node) -> tuple[fx.Node, fx.Node]:

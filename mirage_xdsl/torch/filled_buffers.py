@@ -39,13 +39,13 @@ class _Write:
 def concat_filled_buffers(graph: fx.Graph) -> int:
     """Replace each buffer filled by slices with a ``torch.cat`` of the
     written values, after the last write; the number replaced."""
-    order = {n: i for i, n in enumerate(graph.nodes)}
     replaced = 0
     for target in BUFFERS:
         for buf in list(graph.find_nodes(op="call_function", target=target)):
+            order = {n: i for i, n in enumerate(graph.nodes)}  # as rewritten
             fill = _tiling(buf, order)
             if fill is not None:
-                _replace(graph, buf, *fill)
+                _replace(graph, buf, *fill, order)
                 replaced += 1
     return replaced
 
@@ -120,9 +120,15 @@ def _write(view: fx.Node, shape) -> tuple[int, _Write] | None:
     return dim, _Write(start, view, copy)
 
 
-def _replace(graph: fx.Graph, buf: fx.Node, dim: int, writes: list[_Write]) -> None:
+def _replace(
+    graph: fx.Graph,
+    buf: fx.Node,
+    dim: int,
+    writes: list[_Write],
+    order: dict[fx.Node, int],
+) -> None:
     val = buf.meta["val"]
-    last = max(writes, key=lambda w: list(graph.nodes).index(w.copy)).copy
+    last = max((w.copy for w in writes), key=order.__getitem__)
     pieces = []
     with graph.inserting_before(last.next):
         for w in writes:
