@@ -912,3 +912,42 @@ def test_an_op_on_an_empty_tensor_stays_torch_and_says_why(caplog):
     log = mirage_log(caplog)
     assert any(re.search(r"2 ops as 1 µGraphs, 3 as torch", s) for s in log)
     assert any("aten.matmul" in s and "an empty tensor" in s for s in log)
+
+
+def test_multihead_attention_is_one_ugraph(caplog):
+    """``nn.MultiheadAttention`` (its ``unflatten`` of the packed q/k/v a
+    reshape) runs whole as one µGraph."""
+    torch.manual_seed(0)
+    mha, x = (
+        torch.nn.MultiheadAttention(32, 4, batch_first=True).eval(),
+        torch.randn(2, 5, 32),
+    )
+    compiled = torch.compile(mha, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"), torch.no_grad():
+        torch.testing.assert_close(compiled(x, x, x)[0], mha(x, x, x)[0])
+    assert any("as 1 µGraphs, 0 as torch" in s for s in mirage_log(caplog))
+
+
+def test_an_encoder_layers_fast_path_says_how_to_see_its_parts(caplog):
+    """Under ``no_grad`` ``nn.TransformerEncoderLayer`` is one fused native
+    op: the log says so and how to turn it off, and with it off the layer
+    is one µGraph."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    layer, x = layer.eval(), torch.randn(2, 5, 32)
+    for fast in (True, False):
+        caplog.clear()
+        torch._dynamo.reset()
+        torch.backends.mha.set_fastpath_enabled(fast)
+        try:
+            compiled = torch.compile(layer, backend="mirage", options=INTERPRET)
+            with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+                with torch.no_grad():
+                    torch.testing.assert_close(compiled(x), layer(x))
+        finally:
+            torch.backends.mha.set_fastpath_enabled(True)
+        log = mirage_log(caplog)
+        if fast:
+            assert any("set_fastpath_enabled(False)" in s for s in log), log
+        else:
+            assert any("as 1 µGraphs, 0 as torch" in s for s in log), log

@@ -61,6 +61,7 @@ from mirage_xdsl.torch.rules import (
     Parameter,
     Value,
     materialise_expand,
+    no_rule_reason,
 )
 from mirage_xdsl.torch.rules.operands import parameter_of
 from mirage_xdsl.torch.rules.siblings import Part
@@ -316,7 +317,9 @@ class Converter:
         if rule is None:
             if not node.users and node.target in IGNORED:
                 return
-            raise unsupported(node, "it has no kernel-dialect equivalent")
+            packet = getattr(node.target, "overloadpacket", node.target)
+            why = no_rule_reason(packet)
+            raise unsupported(node, f"it has {why}" if why.startswith("no ") else why)
         first = self._repeated(node)
         if first is not None:
             self.env[node] = self.env[first]

@@ -40,7 +40,7 @@ from mirage_xdsl.torch.complex_products import real_complex_products
 from mirage_xdsl.torch.filled_buffers import concat_filled_buffers
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
-from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED
+from mirage_xdsl.torch.rules import ATEN_RULES, IGNORED, no_rule_reason
 from mirage_xdsl.torch.rules.siblings import is_linear, linear_operands
 
 LAYOUT_OPS = frozenset(
@@ -88,7 +88,7 @@ class Support(OperatorSupportBase):
             return "an in-place op (it writes its input)"
         packet = getattr(node.target, "overloadpacket", node.target)
         if packet not in ATEN_RULES:
-            return "no kernel-dialect equivalent"
+            return no_rule_reason(packet)
         for value in _tensor_values(node):
             if value.dtype not in DTYPES and value.dtype != torch.bool:
                 return f"a {value.dtype} tensor (mirage computes in f16, bf16, f32)"
@@ -203,6 +203,7 @@ VIEWS = frozenset(
         "chunk",
         "narrow",
         "detach",
+        "unflatten",
     )
 )
 """Ops whose result may share its input's storage."""

@@ -106,6 +106,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.unsqueeze: shape_change,
     aten.squeeze: shape_change,
     aten.flatten: shape_change,
+    aten.unflatten: shape_change,
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
     aten.scaled_dot_product_attention: sdpa,
@@ -161,6 +162,23 @@ ATEN_RULES: dict[Any, Rule] = {
 table's entries, then the rules written here (patterns such as SiLU, RMSNorm
 and the GELUs, and ops that take constants), which win where both name one."""
 
+FAST_PATH = (
+    "torch's fused inference fast path, one native op; "
+    "torch.backends.mha.set_fastpath_enabled(False) lets mirage see its parts"
+)
+NO_RULE = {
+    aten._transformer_encoder_layer_fwd: FAST_PATH,  # nn.TransformerEncoderLayer
+    aten._native_multi_head_attention: FAST_PATH,  # nn.MultiheadAttention
+}
+"""Why an op without a rule stays torch, where there is more to say than
+that it has no kernel-dialect equivalent."""
+
+
+def no_rule_reason(packet: Any) -> str:
+    """The reason an op without a rule stays torch."""
+    return NO_RULE.get(packet, "no kernel-dialect equivalent")
+
+
 MATERIALISED = frozenset({"square", "sigmoid"})
 """Partial kinds that are ops of their own when used outside their fused op:
 ``x^2`` becomes ``kernel.square``, a sigmoid outside SiLU ``kernel.sigmoid``."""
@@ -170,6 +188,7 @@ IGNORED = {aten._assert_tensor_metadata.default}
 
 __all__ = [
     "ATEN_RULES",
+    "no_rule_reason",
     "Empty",
     "Expanded",
     "materialise_expand",
