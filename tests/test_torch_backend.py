@@ -951,3 +951,29 @@ def test_an_encoder_layers_fast_path_says_how_to_see_its_parts(caplog):
             assert any("set_fastpath_enabled(False)" in s for s in log), log
         else:
             assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [
+        ("bhqd,bhkd->bhqk", [(1, 2, 5, 8), (1, 2, 7, 8)]),
+        ("bhqk,bhkd->bhqd", [(1, 2, 5, 7), (1, 2, 7, 8)]),
+        ("...d,de->...e", [(2, 3, 8), (8, 4)]),
+        ("bnd,bmd->bnm", [(2, 3, 8), (2, 5, 8)]),
+    ],
+)
+def test_einsum_is_its_matmul_in_a_ugraph(equation, shapes, caplog):
+    """``torch.einsum`` is traced through torch's own decomposition
+    (permutes, reshapes, a batched matmul), each op at the einsum's line."""
+    g = torch.Generator().manual_seed(9)
+    a, b = (torch.randn(s, generator=g) for s in shapes)
+
+    def fn(a, b):
+        return torch.einsum(equation, a, b) * 2.0
+
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(a, b), fn(a, b))
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+    assert any("aten.bmm" in s and "torch.einsum(equation" in s for s in log), log

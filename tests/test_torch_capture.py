@@ -830,3 +830,20 @@ def test_a_comparison_of_computed_tensors_is_refused_in_one_line():
     with pytest.raises(CaptureError, match="a comparison of computed tensors") as e:
         capture(lambda x: torch.where(x * 2.0 > 0, x, 0.0), [torch.randn(4, 4)])
     assert "\n" not in str(e.value)
+
+
+def test_an_einsum_with_a_weight_captures_as_a_matmul():
+    class Project(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(8, 4))
+
+        def forward(self, x):
+            return torch.einsum("bnd,de->bne", x, self.w)
+
+    torch.manual_seed(0)
+    module, x = Project(), torch.randn(2, 3, 8)
+    captured = capture_program(module, [x])
+    assert "kernel.matmul" in module_text(captured.module)
+    with torch.no_grad():
+        torch.testing.assert_close(MirageFunction(captured)(x), module(x))

@@ -41,6 +41,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.ir.builder import KernelGraph
 from mirage_xdsl.torch.complex_products import real_complex_products
+from mirage_xdsl.torch.decompositions import decompose_composites
 from mirage_xdsl.torch.nodes import (
     DTYPES,
     RMS_NORM_FORMS,
@@ -108,6 +109,7 @@ def capture_program(
             f"{where_prefix(None)}error: torch.export cannot trace "
             f"'{program_name(fn)}': {first}"
         ) from None
+    decompose_composites(program.graph)
     real_complex_products(program.graph)
     floats = [DTYPES[x.dtype] for x in example_inputs if x.dtype in DTYPES]
     dtype = floats[0] if floats else DTYPES[torch.float32]

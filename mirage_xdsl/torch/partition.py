@@ -37,6 +37,7 @@ from torch.fx.passes.utils.fuser_utils import (
 from torch.utils._pytree import tree_flatten
 
 from mirage_xdsl.torch.complex_products import real_complex_products
+from mirage_xdsl.torch.decompositions import decompose_composites
 from mirage_xdsl.torch.filled_buffers import concat_filled_buffers
 from mirage_xdsl.torch.nodes import DTYPES, CaptureError, aten
 from mirage_xdsl.torch.part import MiragePart, Part, convert_graph
@@ -311,6 +312,7 @@ def partition(gm: fx.GraphModule) -> Account:
     for node in list(gm.graph.nodes):
         if node.target in IGNORED and not node.users:
             gm.graph.erase_node(node)
+    decompose_composites(gm.graph)
     concat_filled_buffers(gm.graph)
     real_complex_products(gm.graph)
     drop_empty_pieces(gm.graph)
