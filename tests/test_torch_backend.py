@@ -7,6 +7,7 @@ import re
 import pytest
 
 torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 import mirage_xdsl  # noqa: E402
 from mirage_xdsl.ir.diagnostics import MirageError  # noqa: E402
@@ -977,3 +978,23 @@ def test_einsum_is_its_matmul_in_a_ugraph(equation, shapes, caplog):
     log = mirage_log(caplog)
     assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
     assert any("aten.bmm" in s and "torch.einsum(equation" in s for s in log), log
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # F.normalize: the 2-norm, clamped below by eps, expanded, divided by
+        lambda x, y: F.normalize(x, dim=-1) * 2.0 + y,
+        lambda x, y: x / x.norm(dim=-1, keepdim=True) + y.norm(dim=(0, 1)),
+        lambda x, y: F.log_softmax(x, dim=-1) + y,
+        lambda x, y: F.hardtanh(x, -0.5, 0.5) + F.relu6(y * 4.0),
+    ],
+)
+def test_norms_log_softmax_and_hardtanh_are_one_ugraph(fn, caplog):
+    g = torch.Generator().manual_seed(10)
+    x, y = torch.randn(4, 16, generator=g), torch.randn(4, 16, generator=g)
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log

@@ -27,7 +27,9 @@ from mirage_xdsl.torch.rules.arith import (
     div,
     elementwise,
     gelu,
+    hardtanh,
     mul,
+    relu6,
     rsub,
     sigmoid,
     sub,
@@ -36,6 +38,7 @@ from mirage_xdsl.torch.rules.arith import (
 from mirage_xdsl.torch.rules.attention import sdpa
 from mirage_xdsl.torch.rules.layout import (
     dropout,
+    expand_as,
     identity,
     shape_change,
     swaps,
@@ -51,6 +54,7 @@ from mirage_xdsl.torch.rules.norms import (
     rsqrt,
     sqrt,
     square,
+    vector_norm,
 )
 from mirage_xdsl.torch.rules.operands import (
     Empty,
@@ -66,6 +70,7 @@ from mirage_xdsl.torch.rules.operands import (
 from mirage_xdsl.torch.rules.reductions import (
     amax,
     getitem,
+    log_softmax,
     max_,
     reduce_sum,
     softmax,
@@ -109,6 +114,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.unflatten: shape_change,
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
+    aten.expand_as: expand_as,
+    aten.linalg_vector_norm: vector_norm,
     aten.scaled_dot_product_attention: sdpa,
     aten.add: add,
     aten.sub: sub,
@@ -120,6 +127,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.clip: clamp,
     aten.clamp_min: clamp_min,
     aten.clamp_max: clamp_max,
+    aten.hardtanh: hardtanh,
+    aten.relu6: relu6,
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,
@@ -131,6 +140,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.max: max_,
     operator.getitem: getitem,
     aten.softmax: softmax,
+    aten.log_softmax: log_softmax,
+    aten._log_softmax: log_softmax,
     aten._softmax: softmax,
     aten.rms_norm: rms_norm,
     aten.layer_norm: layer_norm,

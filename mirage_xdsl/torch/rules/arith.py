@@ -171,3 +171,14 @@ def clamp_min(c: Converter, node: fx.Node, a: Any, lo: Any) -> Value:
 
 def clamp_max(c: Converter, node: fx.Node, a: Any, hi: Any) -> Value:
     return clamp(c, node, a, hi=hi)
+
+
+def hardtanh(
+    c: Converter, node: fx.Node, a: Any, lo: Any = -1.0, hi: Any = 1.0
+) -> Value:
+    """``F.hardtanh(x, lo, hi)`` (``relu6`` is ``hardtanh(x, 0, 6)``): a clamp."""
+    return clamp(c, node, a, lo=lo, hi=hi)
+
+
+def relu6(c: Converter, node: fx.Node, a: Any) -> Value:
+    return clamp(c, node, a, lo=0.0, hi=6.0)

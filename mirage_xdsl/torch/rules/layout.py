@@ -109,6 +109,17 @@ def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Valu
     return c.env[a]
 
 
+def expand_as(c: Converter, node: fx.Node, a: Any, other: Any) -> Value:
+    """``x.expand_as(y)``: ``x.expand(y.shape)`` (``F.normalize`` writes its
+    norm so), as :func:`shape_change` takes an expand."""
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        return Parameter(tensor.expand(node_shape(node)).contiguous(), node)
+    if node_shape(node) == node_shape(a):
+        return c.env[a]
+    return Expanded(c.value(a), node_shape(node), node)
+
+
 def view_as_real(c: Converter, node: fx.Node, a: Any) -> Value:
     """The real pairs of a complex module buffer (a table of rotations made
     with ``torch.polar``), taken at capture; a complex product read through

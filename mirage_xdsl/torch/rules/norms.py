@@ -130,3 +130,24 @@ def rms_norm(
         return normed
     rank = len(node_shape(a))
     return c.graph.mul(normed, c.constant(w.reshape((1,) * (rank - 1) + (-1,))))
+
+
+def vector_norm(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    ord: Any = 2,
+    dims: Any = None,
+    keepdim: bool = False,
+    **kw: Any,
+) -> Value:
+    """``torch.linalg.vector_norm(x, 2, dims)`` (``x.norm(dim=...)``, and
+    ``F.normalize``'s norm): ``sqrt(sum(x^2))`` over the dims."""
+    if ord not in (2, 2.0) or not dims or kw.get("dtype") is not None:
+        raise unsupported(node, "a vector norm other than the 2-norm over given dims")
+    shape = node_shape(a)
+    x = c.graph.square(c.value(a))
+    for d in sorted({d % len(shape) for d in dims}):
+        x = c.graph.reduction(x, d)
+    x = c.graph.sqrt(x)
+    return x if keepdim else c.graph.reshape(x, node_shape(node))

@@ -110,3 +110,14 @@ def softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Value:
     (x,) = tensor_operands(c, node, a)
     e = c.graph.exp(c.graph.add(x, c.graph.neg(c.graph.reduce_max(x, d))))
     return c.graph.div(e, c.graph.reduction(e, d))
+
+
+def log_softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Value:
+    """``(x - max(x)) - log(sum(exp(x - max(x))))`` over ``dim``."""
+    if rest and rest[0] not in (None, False, node_meta(a).dtype):
+        raise unsupported(node, "log_softmax with a dtype change")
+    (x,) = tensor_operands(c, node, a)
+    d = dim % len(node_shape(a))
+    shifted = c.graph.add(x, c.graph.neg(c.graph.reduce_max(x, d)))
+    total = c.graph.reduction(c.graph.exp(shifted), d)
+    return c.graph.add(shifted, c.graph.neg(c.graph.log(total)))
