@@ -38,11 +38,12 @@ def where(c: Converter, node: fx.Node, cond: Any, a: Any, b: Any) -> Value:
     tensors or finite numbers; with one of them ``-inf`` and the other a
     tensor, the scores a softmax masks (:class:`MaskedScores`)."""
     m = _mask(c, node, cond)
-    for kept, fill, keep in ((a, b, m), (b, a, None)):
+    for kept, fill, where_true in ((a, b, True), (b, a, False)):
         if as_number(fill) == -math.inf and isinstance(kept, fx.Node):
             mask_shape = tuple(m.type.get_shape())  # type: ignore[attr-defined]
             check_shape(node, shapes.broadcast, node_shape(kept), mask_shape)
-            return MaskedScores(c.value(kept), keep or _not(c, m), node)
+            keep = m if where_true else _not(c, m)
+            return MaskedScores(c.value(kept), keep, node)
     terms = [_times(c, node, a, m)]
     if as_number(b) != 0:  # a 0 adds nothing, and needs no 1 - m
         terms.append(_times(c, node, b, _not(c, m)))
