@@ -998,3 +998,22 @@ def test_norms_log_softmax_and_hardtanh_are_one_ugraph(fn, caplog):
         torch.testing.assert_close(compiled(x, y), fn(x, y))
     log = mirage_log(caplog)
     assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # a LayerNorm written with var: (x - mean) / sqrt(var + eps)
+        lambda x: (
+            (x - x.mean(-1, keepdim=True))
+            / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
+        ),
+        lambda x: x.var(dim=(0, 1)) + x.std(-1, keepdim=True),
+    ],
+)
+def test_variances_are_one_ugraph(fn, caplog):
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(11))
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert any("as 1 µGraphs, 0 as torch" in s for s in mirage_log(caplog))

@@ -54,6 +54,7 @@ from mirage_xdsl.torch.rules.norms import (
     rsqrt,
     sqrt,
     square,
+    variance,
     vector_norm,
 )
 from mirage_xdsl.torch.rules.operands import (
@@ -116,6 +117,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.expand: shape_change,
     aten.expand_as: expand_as,
     aten.linalg_vector_norm: vector_norm,
+    aten.var: variance,
+    aten.std: variance,
     aten.scaled_dot_product_attention: sdpa,
     aten.add: add,
     aten.sub: sub,

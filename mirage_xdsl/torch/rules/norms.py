@@ -12,6 +12,7 @@ from torch import fx
 
 from mirage_xdsl.torch.nodes import (
     RMS_NORM_FORMS,
+    aten,
     last_dim_only,
     node_shape,
     unsupported,
@@ -151,3 +152,41 @@ def vector_norm(
         x = c.graph.reduction(x, d)
     x = c.graph.sqrt(x)
     return x if keepdim else c.graph.reshape(x, node_shape(node))
+
+
+def variance(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    dims: Any = None,
+    correction: Any = None,
+    keepdim: bool = False,
+    **kw: Any,
+) -> Value:
+    """``x.var(dims, correction=k)`` (``unbiased=False`` is ``k = 0``; torch's
+    default 1): ``sum((x - mean)^2) / (n - k)`` over the dims; ``x.std``, its
+    square root."""
+    shape = node_shape(a)
+    if not dims:
+        raise unsupported(node, "a variance over every dim")
+    reduced = sorted({d % len(shape) for d in dims})
+    n = math.prod(shape[d] for d in reduced)
+    correction = kw.get("correction", correction)
+    keepdim = kw.get("keepdim", keepdim)
+    if getattr(node.target, "_overloadname", "") == "dim":  # (x, dims, unbiased)
+        correction = 1 if correction is None or correction else 0
+    k = 1 if correction is None else float(correction)
+    if n - k <= 0:
+        raise unsupported(node, f"a variance of {n} elements with correction {k}")
+    x = c.value(a)
+    total = x
+    for d in reduced:
+        total = c.graph.reduction(total, d)
+    d = c.graph.add(x, c.graph.neg(c.graph.mul_scalar(total, 1.0 / n)))
+    out = c.graph.square(d)
+    for r in reduced:
+        out = c.graph.reduction(out, r)
+    out = c.graph.mul_scalar(out, 1.0 / (n - k))
+    if node.target.overloadpacket is aten.std:
+        out = c.graph.sqrt(out)
+    return out if keepdim else c.graph.reshape(out, node_shape(node))
