@@ -144,6 +144,7 @@ def vector_norm(
 ) -> Value:
     """``torch.linalg.vector_norm(x, 2, dims)`` (``x.norm(dim=...)``, and
     ``F.normalize``'s norm): ``sqrt(sum(x^2))`` over the dims."""
+    dims, keepdim = _listed(kw.get("dim", dims)), kw.get("keepdim", keepdim)
     if ord not in (2, 2.0) or not dims or kw.get("dtype") is not None:
         raise unsupported(node, "a vector norm other than the 2-norm over given dims")
     shape = node_shape(a)
@@ -167,6 +168,7 @@ def variance(
     default 1): ``sum((x - mean)^2) / (n - k)`` over the dims; ``x.std``, its
     square root."""
     shape = node_shape(a)
+    dims = _listed(kw.get("dim", dims))
     if not dims:
         raise unsupported(node, "a variance over every dim")
     reduced = sorted({d % len(shape) for d in dims})
@@ -190,3 +192,10 @@ def variance(
     if node.target.overloadpacket is aten.std:
         out = c.graph.sqrt(out)
     return out if keepdim else c.graph.reshape(out, node_shape(node))
+
+
+def _listed(dims: Any) -> list[int]:
+    """Reduced dims as a list (one dim may come as an int)."""
+    if dims is None:
+        return []
+    return [dims] if isinstance(dims, int) else list(dims)
