@@ -320,8 +320,7 @@ class Converter:
             if not node.users and node.target in IGNORED:
                 return
             packet = getattr(node.target, "overloadpacket", node.target)
-            why = no_rule_reason(packet)
-            raise unsupported(node, f"it has {why}" if why.startswith("no ") else why)
+            raise unsupported(node, no_rule_reason(packet, "it has "))
         first = self._repeated(node)
         if first is not None:
             self.env[node] = self.env[first]

@@ -23,7 +23,7 @@ from typing import Any
 
 from torch import fx
 
-from mirage_xdsl.torch.nodes import aten
+from mirage_xdsl.torch.nodes import aten, new_node
 
 COMPLEX_PRODUCTS = (aten.mul.Tensor,)
 
@@ -70,19 +70,19 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
         a, b = (_pairs(graph, x, node) for x in node.args[:2])
         ar, ai = _parts(graph, a, node)
         br, bi = _parts(graph, b, node)
-        real = _op(
+        real = new_node(
             graph,
             aten.sub.Tensor,
             (_mul(graph, ar, br, node), _mul(graph, ai, bi, node)),
             node,
         )
-        imag = _op(
+        imag = new_node(
             graph,
             aten.add.Tensor,
             (_mul(graph, ar, bi, node), _mul(graph, ai, br, node)),
             node,
         )
-        stacked = _op(graph, aten.stack.default, ([real, imag], -1), node)
+        stacked = new_node(graph, aten.stack.default, ([real, imag], -1), node)
     operands = node.args[:2]
     for user in list(node.users):
         user.replace_all_uses_with(stacked)
@@ -96,21 +96,16 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
 def _pairs(graph: fx.Graph, z: fx.Node, at: fx.Node) -> fx.Node:
     """The real tensor ``[..., 2]`` of complex ``z``."""
     pairs = _pairs_of(z)
-    return pairs if pairs is not z else _op(graph, aten.view_as_real.default, (z,), at)
+    return (
+        pairs
+        if pairs is not z
+        else new_node(graph, aten.view_as_real.default, (z,), at)
+    )
 
 
 def _parts(graph: fx.Graph, pairs: fx.Node, at: fx.Node) -> tuple[fx.Node, fx.Node]:
-    return tuple(_op(graph, aten.select.int, (pairs, -1, i), at) for i in (0, 1))
+    return tuple(new_node(graph, aten.select.int, (pairs, -1, i), at) for i in (0, 1))
 
 
 def _mul(graph: fx.Graph, x: fx.Node, y: fx.Node, at: fx.Node) -> fx.Node:
-    return _op(graph, aten.mul.Tensor, (x, y), at)
-
-
-def _op(graph: fx.Graph, target: Any, args: tuple, at: fx.Node) -> fx.Node:
-    """A new node of ``target``, with the value torch's fake tensors give it
-    and ``at``'s source location."""
-    node = graph.call_function(target, args)
-    vals = fx.node.map_arg(args, lambda n: n.meta["val"])
-    node.meta = {**at.meta, "val": target(*vals)}
-    return node
+    return new_node(graph, aten.mul.Tensor, (x, y), at)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from mirage_xdsl.torch.nodes import aten
+from mirage_xdsl.torch.nodes import aten, new_node
 
 BUFFERS = (aten.new_empty.default, aten.empty.memory_format)
 """The ops that make a fresh, uninitialised buffer."""
@@ -132,24 +132,16 @@ def _replace(
     pieces = []
     with graph.inserting_before(last.next):
         for w in writes:
-            src, piece_val = w.copy.args[1], w.view.meta["val"]
+            src, shape = w.copy.args[1], list(w.view.meta["val"].shape)
             piece = src
-            if tuple(src.meta["val"].shape) != tuple(piece_val.shape):
-                piece = graph.call_function(
-                    aten.expand.default, (piece, list(piece_val.shape))
+            if list(src.meta["val"].shape) != shape:  # copy_ broadcasts
+                piece = new_node(graph, aten.expand.default, (piece, shape), w.copy)
+            if src.meta["val"].dtype != val.dtype:  # and casts
+                piece = new_node(
+                    graph, aten._to_copy.default, (piece,), w.copy, {"dtype": val.dtype}
                 )
-                piece.meta = {
-                    **w.copy.meta,
-                    "val": src.meta["val"].expand(piece_val.shape),
-                }
-            if src.meta["val"].dtype != val.dtype:
-                piece = graph.call_function(
-                    aten._to_copy.default, (piece,), {"dtype": val.dtype}
-                )
-                piece.meta = {**w.copy.meta, "val": piece_val}
             pieces.append(piece)
-        cat = graph.call_function(aten.cat.default, (pieces, dim))
-        cat.meta = {**buf.meta, "val": val}
+        cat = new_node(graph, aten.cat.default, (pieces, dim), buf)
     views = {w.view for w in writes}
     buf.replace_all_uses_with(cat, delete_user_cb=lambda user: user not in views)
     for w in writes:

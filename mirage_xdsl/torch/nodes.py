@@ -111,3 +111,19 @@ def node_dtype(node: fx.Node) -> Attribute:
 def last_dim_only(node: fx.Node, dims: Any, rank: int) -> bool:
     dims = [dims] if isinstance(dims, int) else list(dims or [])
     return [d % rank for d in dims] == [rank - 1]
+
+
+def new_node(
+    graph: fx.Graph,
+    target: Any,
+    args: tuple[Any, ...],
+    at: fx.Node,
+    kwargs: dict[str, Any] | None = None,
+) -> fx.Node:
+    """A node of ``target`` at the graph's insertion point, for a rewrite
+    before capture: its value what torch's fake tensors give, its metadata
+    (the source location the log names) ``at``'s."""
+    node = graph.call_function(target, args, kwargs or {})
+    vals = fx.node.map_arg((args, kwargs or {}), lambda n: n.meta["val"])
+    node.meta = {**at.meta, "val": target(*vals[0], **vals[1])}
+    return node

@@ -237,19 +237,8 @@ def ordered_by_writes(graph: fx.Graph) -> Iterator[None]:
         if node.op not in ("call_function", "call_module"):
             continue
         roots = {alias_root(a) for a in node.all_input_nodes}
-        before = [
-            w
-            for root in roots
-            for w in writes.get(root, ())
-            if w is not node and order[w] < order[node]
-        ]
-        after = [
-            w
-            for root in roots
-            for w in writes.get(root, ())
-            if w is not node and order[w] > order[node]
-        ]
-        for later, earlier in [(node, w) for w in before] + [(w, node) for w in after]:
+        for w in (w for root in roots for w in writes.get(root, ()) if w is not node):
+            later, earlier = (node, w) if order[w] < order[node] else (w, node)
             added.setdefault(later, dict(later.kwargs))
             edges = [*later.kwargs.get(ORDER_KEY, []), earlier]
             later.kwargs = {**later.kwargs, ORDER_KEY: edges}

@@ -38,7 +38,6 @@ from mirage_xdsl.torch.rules.arith import (
 from mirage_xdsl.torch.rules.attention import sdpa
 from mirage_xdsl.torch.rules.layout import (
     dropout,
-    expand_as,
     identity,
     shape_change,
     swaps,
@@ -115,7 +114,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.unflatten: shape_change,
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
-    aten.expand_as: expand_as,
+    aten.expand_as: shape_change,
     aten.linalg_vector_norm: vector_norm,
     aten.var: variance,
     aten.std: variance,
@@ -188,9 +187,10 @@ NO_RULE = {
 that it has no kernel-dialect equivalent."""
 
 
-def no_rule_reason(packet: Any) -> str:
-    """The reason an op without a rule stays torch."""
-    return NO_RULE.get(packet, "no kernel-dialect equivalent")
+def no_rule_reason(packet: Any, has: str = "") -> str:
+    """The reason an op without a rule stays torch (``has``: ``"it has "``,
+    where the phrase follows the op's name)."""
+    return NO_RULE.get(packet, f"{has}no kernel-dialect equivalent")
 
 
 MATERIALISED = frozenset({"square", "sigmoid"})

@@ -33,6 +33,8 @@ def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> 
     (:func:`layout_change`)."""
     tensor = parameter_of(c, a)
     if tensor is not None:
+        if node.target in EXPANDS:  # expand_as's operand is a node: its shape
+            return Parameter(tensor.expand(node_shape(node)).contiguous(), node)
         return Parameter(node.target(tensor, *args, **kw).contiguous(), node)
     if node_shape(node) == node_shape(a) and node.target not in SWAPS:
         return c.env[a]  # a view that changes nothing
@@ -44,8 +46,9 @@ def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> 
     return layout_change(c, node, a, *args)
 
 
-EXPANDS = {aten.expand.default}
-"""An expand of a computed tensor is an :class:`Expanded` stand-in."""
+EXPANDS = {aten.expand.default, aten.expand_as.default}
+"""An expand of a computed tensor is an :class:`Expanded` stand-in
+(``expand_as``: ``F.normalize`` writes its norm so)."""
 
 
 SWAPS = {aten.t.default, aten.numpy_T.default, aten.transpose.int, aten.permute.default}
@@ -107,17 +110,6 @@ def identity(c: Converter, node: fx.Node, a: Any, *rest: Any, **kw: Any) -> Valu
     if node_shape(node) != node_shape(a):
         raise unsupported(node, "a copy that changes the shape")
     return c.env[a]
-
-
-def expand_as(c: Converter, node: fx.Node, a: Any, other: Any) -> Value:
-    """``x.expand_as(y)``: ``x.expand(y.shape)`` (``F.normalize`` writes its
-    norm so), as :func:`shape_change` takes an expand."""
-    tensor = parameter_of(c, a)
-    if tensor is not None:
-        return Parameter(tensor.expand(node_shape(node)).contiguous(), node)
-    if node_shape(node) == node_shape(a):
-        return c.env[a]
-    return Expanded(c.value(a), node_shape(node), node)
 
 
 def view_as_real(c: Converter, node: fx.Node, a: Any) -> Value:
