@@ -1,13 +1,28 @@
 """Tiny transformers configs the Hugging Face tests share: the shapes of a
-Llama with grouped key/value heads and of a GPT-2, small enough for the CPU."""
+Llama with grouped key/value heads and of a GPT-2, small enough for the CPU;
+and the backend's warnings among a test's log records."""
 
 from __future__ import annotations
+
+import logging
 
 import transformers
 from transformers import GPT2Config, LlamaConfig, MixtralConfig, Phi3Config
 
 TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
 LAYERS = 2
+
+
+def backend_warnings(records: list[logging.LogRecord]) -> list[str]:
+    """The warnings the backend logged. transformers logs its own about the
+    tiny configs (a YaRN factor that does not match the context lengths),
+    once per process, so whether they fall inside a test depends on what ran
+    before it."""
+    return [
+        r.getMessage()
+        for r in records
+        if r.levelno >= logging.WARNING and r.name.startswith("mirage_xdsl")
+    ]
 
 
 def llama_config(**overrides) -> LlamaConfig:
