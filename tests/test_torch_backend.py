@@ -335,21 +335,24 @@ def test_grouped_heads_with_masks_match_torch(mask_shape):
 
 
 class Projections(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, bias: bool = False):
         super().__init__()
-        self.q = torch.nn.Linear(16, 16, bias=False)
-        self.k = torch.nn.Linear(16, 8, bias=False)
-        self.v = torch.nn.Linear(16, 8, bias=False)
+        self.q = torch.nn.Linear(16, 16, bias=bias)
+        self.k = torch.nn.Linear(16, 8, bias=bias)
+        self.v = torch.nn.Linear(16, 8, bias=bias)
 
     def forward(self, x):
         return torch.relu(self.q(x)), self.k(x) * 2.0, self.v(x)
 
 
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
 def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
-    monkeypatch,
+    monkeypatch, bias
 ):
     """The weights arrive as graph inputs: the part takes them stacked as
-    one input of its own, copied once, and reads it transposed."""
+    one input of its own, copied once, and reads it transposed. Biases (Qwen2's
+    q, k and v have them) arrive as inputs too, and are stacked the same way:
+    one add after the one matmul."""
     from mirage_xdsl.torch import part as parts
     from mirage_xdsl.torch import partition
 
@@ -362,19 +365,25 @@ def test_sibling_linears_of_a_graph_are_one_matmul_of_their_joined_weights(
 
     monkeypatch.setattr(partition, "convert_graph", recorded)
     torch.manual_seed(0)
-    model, x = Projections(), torch.randn(2, 3, 16)
+    model, x = Projections(bias), torch.randn(2, 3, 16)
     compiled = torch.compile(model, backend="mirage", options=INTERPRET)
     with torch.no_grad():
         got, want = compiled(x), model(x)
         again = compiled(x)  # the joined copy is kept, and still right
+        model.k.bias.add_(1.0) if bias else model.k.weight.add_(1.0)
+        changed, want_changed = compiled(x), model(x)  # joined again
     for g, a, w in zip(got, again, want, strict=True):
         torch.testing.assert_close(g, w)
         torch.testing.assert_close(a, w)
+    for g, w in zip(changed, want_changed, strict=True):
+        torch.testing.assert_close(g, w)
     ((captured, _, stacked),) = made
     text = str(captured.module)
-    assert text.count("kernel.matmul") == 1 and len(stacked) == 1
-    assert len(stacked[0]) == 3  # q, k and v's weights, stacked
+    assert text.count("kernel.matmul") == 1 and len(stacked) == 1 + bias
+    assert all(len(group) == 3 for group in stacked)  # q, k and v's, stacked
     assert "tensor<32x16xf32>" in text  # [sum of out, in], read transposed
+    assert text.count("kernel.add") == bias
+    assert ("tensor<32xf32>" in text) == bias
 
 
 def test_functions_of_one_program_share_one_build(monkeypatch):

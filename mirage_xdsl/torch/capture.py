@@ -295,6 +295,10 @@ class Converter:
         tensors = [parameter_of(self, w) for w in weights]
         return self.graph.transpose(self.constant(torch.cat(tensors, dim=0)), 0, 1)
 
+    def joined_bias(self, biases: list[fx.Node]) -> SSAValue:
+        """The parameters, concatenated once at capture."""
+        return self.constant(torch.cat([parameter_of(self, b) for b in biases]))
+
     def transposed(self, node: fx.Node) -> SSAValue:
         """The transpose of a 2-d value (an ``nn.Linear`` weight that is an
         input): ``kernel.transpose``."""

@@ -10,9 +10,9 @@ A linear layer's ``[out, in]`` weight reaches a part as an input (Dynamo lifts
 parameters), and the program reads it as it is, transposed by its loads
 (``fold-transposes``): no copy. Sibling linears of one input (q, k and v:
 ``rules/siblings.py``) share one input instead, their weights stacked
-(``[sum of out, in]``), so they are one matmul; :class:`MiragePart` makes that
-stack once and keeps it while the weights are unchanged (same storage, same
-version counter).
+(``[sum of out, in]``), so they are one matmul, and so do their biases when
+they have them; :class:`MiragePart` makes each stack once and keeps it while
+its inputs are unchanged (same storage, same version counter).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Part:
 
     stacked: list[tuple[int, ...]]
     """Per stacked input following the part's inputs as program inputs, the
-    inputs (sibling linears' weights) it holds stacked."""
+    inputs (sibling linears' weights, or their biases) it holds stacked."""
 
     def computes(self) -> bool:
         """Whether the program does any work beyond moving no data."""
@@ -135,7 +135,8 @@ class PartConverter(Converter):
         placeholders = [n for n in self.fx_graph.nodes if n.op == "placeholder"]
         self.placeholders = placeholders
         self.stacks: dict[tuple[fx.Node, ...], SSAValue] = {}
-        """Per group of sibling weights, its stack read transposed."""
+        """Per group of sibling weights, its stack read transposed; per group
+        of their biases, its stack."""
         self.stacked_indices: list[tuple[int, ...]] = []
         """Per stacked input, in order: the part inputs it is made of."""
         linears = [n for n in self.fx_graph.nodes if node_is_linear(n)]
@@ -144,25 +145,39 @@ class PartConverter(Converter):
             group = [] if node in grouped else siblings(self, node)
             if len(group) >= 2:
                 grouped.update(group)
-                self._bind([linear_operands(u)[1] for u in group])
+                self._bind([linear_operands(u)[1] for u in group], transposed=True)
+                biases = [linear_operands(u)[2] for u in group]
+                if biases[0] is not None:
+                    self._bind(biases, transposed=False)
 
-    def _bind(self, weights: list[fx.Node]) -> None:
-        key = tuple(weights)
+    def _bind(self, tensors: list[fx.Node], transposed: bool) -> None:
+        """One input holding ``tensors`` stacked along their first dim (read
+        transposed: weights ``[sum of out, in]`` as ``[in, sum of out]``)."""
+        key = tuple(tensors)
         if key in self.stacks:
             return
-        inner = node_shape(weights[0])[1]
-        out = sum(node_shape(w)[0] for w in weights)
-        stacked = self.graph.new_input((out, inner), self.dtype)
-        self.stacks[key] = self.graph.transpose(stacked, 0, 1)
-        self.stacked_indices.append(tuple(self.placeholders.index(w) for w in weights))
+        shapes = [node_shape(t) for t in tensors]
+        shape = (sum(s[0] for s in shapes), *shapes[0][1:])
+        stacked = self.graph.new_input(shape, self.dtype)
+        self.stacks[key] = (
+            self.graph.transpose(stacked, 0, 1) if transposed else stacked
+        )
+        self.stacked_indices.append(tuple(self.placeholders.index(t) for t in tensors))
 
     def joinable(self, weight: Any, bias: Any) -> bool:
-        """A weight input, with no bias (a bias input would need joining on
-        every call)."""
-        return weight in self.placeholders and bias is None
+        """A weight input, and no bias or a bias input of one element per
+        output: joined as the weights are, once while they are unchanged."""
+        if weight not in self.placeholders:
+            return False
+        if bias is None:
+            return True
+        return bias in self.placeholders and node_shape(bias) == node_shape(weight)[:1]
 
     def joined(self, weights: list[fx.Node], biases: list[Any]) -> SSAValue:
         return self.stacks[tuple(weights)]
+
+    def joined_bias(self, biases: list[fx.Node]) -> SSAValue:
+        return self.stacks[tuple(biases)]
 
 
 def _name_by_content(module: ModuleOp) -> None:
@@ -305,8 +320,8 @@ class MiragePart(torch.nn.Module):
     def _stack(
         self, inputs: tuple[torch.Tensor, ...], group: tuple[int, ...]
     ) -> torch.Tensor:
-        """The inputs of ``group`` (sibling weights) stacked, copied once
-        while they are unchanged."""
+        """The inputs of ``group`` (sibling weights or biases) stacked, copied
+        once while they are unchanged."""
         xs = [inputs[i] for i in group]
         key = [
             (x.data_ptr(), x._version, tuple(x.shape), x.dtype, x.device) for x in xs

@@ -137,6 +137,10 @@ class Converter(Protocol):
         """The ``[in, sum of out]`` transposes of ``weights``, side by side."""
         ...
 
+    def joined_bias(self, biases: list[fx.Node]) -> SSAValue:
+        """The ``[sum of out]`` concatenation of ``biases``."""
+        ...
+
 
 Rule = Callable[..., Value]
 

@@ -14,7 +14,8 @@ is the same node, whose weights are module parameters (stacked once, at
 capture; or, in a part of a ``torch.compile`` graph, weight inputs, whose
 stack the part takes as an input of its own and makes once) of the same
 ``in_features``,
-and whose biases are all None or all parameters. They are fused when at
+and whose biases are all None or all parameters (or, in a part, all inputs,
+joined as the weights are: Qwen2's q, k and v projections have biases). They are fused when at
 least two remain after this test:
 
 **Combined element-wise.** A sibling's *element-wise reach* is every
@@ -37,13 +38,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import fx
 from xdsl.ir import SSAValue
 
 from mirage_xdsl.ops import OPS
 from mirage_xdsl.torch.nodes import aten, node_shape
-from mirage_xdsl.torch.rules.operands import Converter, parameter_of
+from mirage_xdsl.torch.rules.operands import Converter
 
 ELEMENTWISE = frozenset(
     {getattr(aten, name) for spec in OPS.values() for name in spec.torch}
@@ -189,8 +189,7 @@ def fuse(c: Converter, group: list[fx.Node]) -> dict[fx.Node, Part]:
     biases = [linear_operands(u)[2] for u in group]
     y = c.graph.matmul(c.value(x), c.joined(weights, biases))
     if biases[0] is not None:
-        tensors = [parameter_of(c, b) for b in biases]
-        y = c.graph.add(y, c.constant(torch.cat(tensors)))  # type: ignore[arg-type]
+        y = c.graph.add(y, c.joined_bias(biases))
     parts: dict[fx.Node, Part] = {}
     start = 0
     for u, w in zip(group, weights, strict=True):
