@@ -140,6 +140,26 @@ ENCODERS = {
 """Encoders whose attention reads a padding mask."""
 
 
+VISION = {
+    # name: (config class, what its code does)
+    "vit": ("ViTConfig", "a patch embedding: Conv2d with its stride its kernel"),
+    "siglip": (
+        "SiglipVisionConfig",
+        "patches with padding='valid', a probe repeated over the batch",
+    ),
+}
+"""Vision encoders: images cut into patches by a convolution."""
+
+
+def vision_config(name: str):
+    """A two-layer config of vision encoder ``name`` (:data:`VISION`) for
+    32 x 32 images in patches of 8."""
+    cls = getattr(transformers, VISION[name][0])
+    shape = dict(TINY, intermediate_size=128, num_hidden_layers=LAYERS)
+    shape.pop("num_key_value_heads")
+    return cls(**shape, image_size=32, patch_size=8)
+
+
 def encoder_config(name: str):
     """A two-layer config of encoder ``name`` (:data:`ENCODERS`)."""
     cls = getattr(transformers, ENCODERS[name][0])

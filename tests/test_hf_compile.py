@@ -239,8 +239,7 @@ STAYS_TORCH = {
     "aten.index",
     "aten.gather",  # BERT's token type ids
     "aten.lift_fresh_copy",
-    "aten.full",  # BLOOM's ALiBi slopes, then
-    "aten.repeat",  # its table repeated over the batch
+    "aten.full",  # BLOOM's ALiBi slopes
     "aten.topk",  # a mixture of experts' choice of experts
     "aten.zeros_like",  # and DeepSeek's mask of the groups chosen
     "aten.polar",  # a table of rotations as complex numbers,
@@ -327,3 +326,22 @@ def test_encoders_on_a_padded_batch_match_eager_as_mugraphs(name, caplog):
         ref = model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert float((out - ref).norm() / ref.norm()) < 1e-5
     check_float_math_ran_as_mugraphs(caplog)
+
+
+@pytest.mark.parametrize("name", ["vit", "siglip"])
+def test_vision_encoders_match_eager_as_one_mugraph(name, caplog):
+    """A vision encoder, its patch embedding's convolution included, is one
+    µGraph: of its own code only layout changes stay torch."""
+    from hf_configs import vision_config
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = AutoModel.from_config(vision_config(name)).eval()
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(pixel_values=pixels).last_hidden_state
+        ref = model(pixel_values=pixels).last_hidden_state
+    assert float((out - ref).norm() / ref.norm()) < 1e-5
+    check_float_math_ran_as_mugraphs(caplog)
+    assert any(re.search(r"ops as 1 µGraphs", m) for m in caplog.messages)

@@ -989,6 +989,61 @@ def test_einsum_is_its_matmul_in_a_ugraph(equation, shapes, caplog):
     assert any("aten.bmm" in s and "torch.einsum(equation" in s for s in log), log
 
 
+class PatchEmbedding(torch.nn.Module):
+    """A vision transformer's patch embedding: a convolution whose stride is
+    its kernel, then the patches as a sequence."""
+
+    def __init__(self, padding: int | str = 0, stride: int = 4):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(3, 8, 4, stride=stride, padding=padding)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2) * 2.0
+
+
+@pytest.mark.parametrize(
+    "padding, size", [(0, 16), ("valid", 16), (0, 18)], ids=["0", "valid", "ragged"]
+)
+def test_a_patch_embedding_convolution_is_a_matmul_in_the_ugraph(padding, size, caplog):
+    """Windows that tile the input (``ragged``: two rows and columns past the
+    last patch, which the convolution does not read) are rows of a matmul."""
+    torch.manual_seed(0)
+    model, x = PatchEmbedding(padding), torch.randn(2, 3, size, size)
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+    assert any(" aten.mm " in s and "self.proj(x)" in s for s in log), log
+
+
+def test_an_overlapping_convolution_stays_torch(caplog):
+    torch.manual_seed(0)
+    model, x = PatchEmbedding(stride=2), torch.randn(2, 3, 16, 16)
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), model(x))
+    log = mirage_log(caplog)
+    assert any("torch  aten.conv2d" in s for s in log), log
+
+
+def test_repeat_of_a_computed_tensor_is_an_expand(caplog):
+    """``repeat`` tiles: each repeated dim is a new dim expanded in front of
+    it, the pair merged after (SigLIP repeats its probe over the batch)."""
+    g = torch.Generator().manual_seed(11)
+    x, y = torch.randn(4, 5, generator=g), torch.randn(8, 15, generator=g)
+
+    def fn(x, y):
+        return (x * 2).repeat(2, 3) + y, (x + 1).repeat(3, 1, 1), x.repeat(1, 1) * 3
+
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for got, want in zip(compiled(x, y), fn(x, y), strict=True):
+            torch.testing.assert_close(got, want)
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
 @pytest.mark.parametrize(
     "fn",
     [

@@ -8,12 +8,19 @@ decomposition on the node's fake values (``make_fx``) and replaced by the
 ops that come out, each with the node's source location, so the capture sees
 the matmul and layout ops it has rules for. A node whose decomposition does
 not trace to plain ops stays as it is.
+
+A convolution whose windows tile its input (stride equal to the kernel, no
+padding, dilation or groups: a vision transformer's patch embedding) is
+replaced the same way, by :func:`patch_matmul`: the input cut into patches by
+a reshape and a permute, times the flattened kernel.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -21,26 +28,75 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from mirage_xdsl.torch.nodes import aten
 
-DECOMPOSED = (aten.einsum.default,)
-"""The composite ops replaced by their decompositions."""
+
+class NotTiling(Exception):
+    """A convolution whose windows overlap, skip or pad its input."""
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def patch_matmul(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> torch.Tensor:
+    """``conv2d`` as a matmul, where its windows tile the input: each
+    ``[C, kh, kw]`` patch is a row, times the kernel flattened to ``[O, C kh
+    kw]``. Rows and columns past the last whole patch are not read, as the
+    convolution does not read them. Raises :class:`NotTiling` otherwise."""
+    out, channels, kh, kw = weight.shape
+    if (
+        x.dim() != 4
+        or groups != 1
+        or _pair(stride) != (kh, kw)
+        or padding not in (0, "valid", (0, 0), [0, 0])
+        or _pair(dilation) != (1, 1)
+    ):
+        raise NotTiling
+    batch, _, height, width = x.shape
+    h, w = height // kh, width // kw
+    x = x[:, :, : h * kh, : w * kw]
+    rows = x.reshape(batch, channels, h, kh, w, kw).permute(0, 2, 4, 1, 3, 5)
+    rows = rows.reshape(batch, h * w, channels * kh * kw)
+    y = rows @ weight.reshape(out, channels * kh * kw).t()
+    if bias is not None:
+        y = y + bias
+    return y.reshape(batch, h, w, out).permute(0, 3, 1, 2)
+
+
+DECOMPOSED: dict[Any, Callable[[fx.Node], Callable[..., Any]]] = {
+    aten.einsum.default: lambda node: node.target.decompose,
+    aten.conv2d.default: lambda node: patch_matmul,
+    aten.conv2d.padding: lambda node: patch_matmul,  # padding="valid"
+}
+"""The composite ops replaced, each by what computes it."""
 
 
 def decompose_composites(graph: fx.Graph) -> int:
     """Replace each node of :data:`DECOMPOSED` by its decomposition; the
     number replaced."""
     replaced = 0
-    for target in DECOMPOSED:
+    for target, computed_by in DECOMPOSED.items():
         for node in list(graph.find_nodes(op="call_function", target=target)):
-            sub = _traced(node)
+            sub = _traced(node, computed_by(node))
             if sub is not None:
                 _inline(graph, node, sub)
                 replaced += 1
     return replaced
 
 
-def _traced(node: fx.Node) -> tuple[fx.GraphModule, list[fx.Node]] | None:
-    """``node``'s decomposition traced on its fake values, and the nodes its
-    placeholders stand for; None where it does not trace to ops alone."""
+def _traced(
+    node: fx.Node, computed_by: Callable[..., Any]
+) -> tuple[fx.GraphModule, list[fx.Node]] | None:
+    """``computed_by`` on ``node``'s operands, traced on their fake values,
+    and the nodes its placeholders stand for; None where it does not trace
+    to ops alone."""
     flat, spec = tree_flatten((node.args, node.kwargs))
     inputs = [a for a in flat if isinstance(a, fx.Node)]
     vals = [a.meta.get("val") for a in inputs]
@@ -51,7 +107,7 @@ def _traced(node: fx.Node) -> tuple[fx.GraphModule, list[fx.Node]] | None:
         it = iter(tensors)
         items = [next(it) if isinstance(a, fx.Node) else a for a in flat]
         args, kwargs = tree_unflatten(items, spec)
-        return node.target.decompose(*args, **kwargs)
+        return computed_by(*args, **kwargs)
 
     try:
         with vals[0].fake_mode:

@@ -39,6 +39,7 @@ from mirage_xdsl.torch.rules.attention import sdpa
 from mirage_xdsl.torch.rules.layout import (
     dropout,
     identity,
+    repeat,
     shape_change,
     swaps,
     view_as_real,
@@ -115,6 +116,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten._unsafe_view: shape_change,
     aten.expand: shape_change,
     aten.expand_as: shape_change,
+    aten.repeat: repeat,
     aten.linalg_vector_norm: vector_norm,
     aten.var: variance,
     aten.std: variance,

@@ -46,6 +46,34 @@ def shape_change(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> 
     return layout_change(c, node, a, *args)
 
 
+def repeat(c: Converter, node: fx.Node, a: Any, repeats: Sequence[int]) -> Value:
+    """``x.repeat(*repeats)``: of a parameter, made at capture; of a computed
+    tensor, an expand (an :class:`Expanded` stand-in). Each dim repeated is
+    given a new dim of extent 1 in front, expanded to its count, and the
+    pairs merged after (a reshape): ``[a, b].repeat(2, 1)`` is ``[1, a,
+    b]`` expanded to ``[2, a, b]``, then ``[2 a, b]``."""
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        return Parameter(tensor.repeat(*repeats).contiguous(), node)
+    shape = node_shape(a)
+    padded = (1,) * (len(repeats) - len(shape)) + tuple(shape)
+    viewed: list[int] = []
+    expanded: list[int] = []
+    for count, extent in zip(repeats, padded, strict=True):
+        if count != 1 and extent != 1:
+            viewed.append(1)
+            expanded.append(count)
+        viewed.append(extent)
+        expanded.append(extent * count if extent == 1 else extent)
+    x = c.value(a)
+    if tuple(expanded) == tuple(shape):
+        return x
+    if tuple(viewed) != tuple(shape):
+        x = c.graph.reshape(x, tuple(viewed))
+    out = node_shape(node)
+    return Expanded(x, tuple(expanded), node, None if tuple(expanded) == out else out)
+
+
 EXPANDS = {aten.expand.default, aten.expand_as.default}
 """An expand of a computed tensor is an :class:`Expanded` stand-in
 (``expand_as``: ``F.normalize`` writes its norm so)."""
