@@ -9,6 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
 import mirage_xdsl  # noqa: E402
 from mirage_xdsl.ir.diagnostics import MirageError  # noqa: E402
 from mirage_xdsl.torch import superoptimize  # noqa: E402
@@ -1081,3 +1083,37 @@ def test_variances_are_one_ugraph(fn, caplog):
     with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
         torch.testing.assert_close(compiled(x), fn(x))
     assert any("as 1 µGraphs, 0 as torch" in s for s in mirage_log(caplog))
+
+
+def test_ops_inside_torch_vmap_stay_torch_and_the_rest_are_mugraphs(caplog):
+    """Dynamo keeps ``torch.vmap`` as ops that add and remove a batch dim
+    (Mamba's reference scan is one): what reads a batched tensor stays torch
+    with its reason, and a part whose call lands after the vmap (``h`` feeds
+    both) does not carry the vmap's ops out of it."""
+
+    def fn(x, y):
+        h = x * 2.0
+        z = torch.vmap(lambda a, b: a * b + 1.0)(h, y)
+        return torch.relu(z) * h + y
+
+    def late(x, y):  # one part of h and h + y, its call after the vmap
+        h = x * 2.0
+        z = torch.vmap(lambda a: a * 3.0)(h)
+        return z, h + y
+
+    g = torch.Generator().manual_seed(12)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for f in (fn, late):
+            compiled = torch.compile(f, backend="mirage", options=INTERPRET)
+            got, want = tree_leaves(compiled(x, y)), tree_leaves(f(x, y))
+            for a, b in zip(got, want, strict=True):
+                torch.testing.assert_close(a, b)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    log = mirage_log(caplog)
+    assert any(
+        "torch  aten.mul" in s and "inside torch.vmap (it reads a batched tensor)" in s
+        for s in log
+    ), log
+    assert any("torch._functorch.predispatch._add_batch_dim" in s for s in log), log
+    assert any(re.search(r"ops as [1-9] µGraphs", s) for s in log), log

@@ -48,9 +48,15 @@ RMS_NORM_FORMS = (
 
 
 def op_name(node: fx.Node) -> str:
+    """``aten.mul``; a Python function by its qualified name
+    (``torch._functorch.predispatch._add_batch_dim``), not its repr."""
     target = node.target
     packet = getattr(target, "overloadpacket", None)
-    return f"aten.{packet.__name__}" if packet is not None else str(target)
+    if packet is not None:
+        return f"aten.{packet.__name__}"
+    if callable(target) and hasattr(target, "__qualname__"):
+        return f"{getattr(target, '__module__', None) or '?'}.{target.__qualname__}"
+    return str(target)
 
 
 def unsupported(node: fx.Node, why: str) -> CaptureError:

@@ -68,6 +68,7 @@ class Support(OperatorSupportBase):
         super().__init__()
         self.refused: dict[fx.Node, str] = {}
         self.mutated_later = _mutated_later(graph)
+        self.vmapped = _vmapped(graph)
         self.device = _compute_device(graph)
         self._reasons = {node: self._reason(node) for node in graph.nodes}
 
@@ -76,7 +77,7 @@ class Support(OperatorSupportBase):
 
     def reason(self, node: fx.Node) -> str | None:
         """Why ``node`` stays torch; None if it may join a µGraph. (Decided
-        for the graph as given, before :func:`ordered_by_writes` adds its
+        for the graph as given, before :func:`ordered_by_effects` adds its
         edges.)"""
         if node in self.refused:
             return self.refused[node]
@@ -87,6 +88,8 @@ class Support(OperatorSupportBase):
             return "not an op"
         if _is_mutating(node):
             return "an in-place op (it writes its input)"
+        if node in self.vmapped:
+            return "inside torch.vmap (it reads a batched tensor)"
         packet = getattr(node.target, "overloadpacket", node.target)
         if packet not in ATEN_RULES:
             return no_rule_reason(packet)
@@ -169,6 +172,25 @@ def _tensor_values(node: fx.Node) -> list[torch.Tensor]:
     return [v for v in flat if isinstance(v, torch.Tensor)]
 
 
+def _vmapped(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes that read a tensor batched by ``torch.vmap`` (Dynamo keeps
+    its ``_add_batch_dim`` and ``_remove_batch_dim``: Mamba's reference scan,
+    transformers' vmapped masks). Such a tensor exists only inside the vmap,
+    so no µGraph may read it; each ``_add_batch_dim`` adds a level and each
+    ``_remove_batch_dim`` takes one away."""
+    levels: dict[fx.Node, int] = {}
+    out: set[fx.Node] = set()
+    for node in graph.nodes:
+        read = max((levels.get(a, 0) for a in node.all_input_nodes), default=0)
+        name = getattr(node.target, "__name__", "")
+        if read:
+            out.add(node)
+        level = read + (name == "_add_batch_dim") - (name == "_remove_batch_dim")
+        if level > 0:
+            levels[node] = level
+    return out
+
+
 def _mutated_later(graph: fx.Graph) -> dict[fx.Node, set[fx.Node]]:
     """For each node, the tensors (as their alias roots) an in-place op
     writes after it."""
@@ -211,11 +233,11 @@ VIEWS = frozenset(
 
 
 ORDER_KEY = "_mirage_runs_after"
-"""The keyword under which :func:`ordered_by_writes` adds its edges."""
+"""The keyword under which :func:`ordered_by_effects` adds its edges."""
 
 
 @contextmanager
-def ordered_by_writes(graph: fx.Graph) -> Iterator[None]:
+def ordered_by_effects(graph: fx.Graph) -> Iterator[None]:
     """Within the block, the order in-place ops impose as edges of the graph.
 
     torch's partitioner keeps a graph acyclic through its edges, but an
@@ -226,27 +248,55 @@ def ordered_by_writes(graph: fx.Graph) -> Iterator[None]:
     one point, and so read the tensor before the write. Each such pair is
     made an edge (the later node gets the earlier as an extra keyword input,
     :data:`ORDER_KEY`), so the partitioner sees the cycle; the keywords are
-    removed again on leaving."""
+    removed again on leaving.
+
+    ``torch.vmap``'s nesting is such an effect too: the ops between its
+    ``_vmap_increment_nesting`` and ``_vmap_decrement_nesting`` run inside the
+    vmap, which neither feeds nor reads them; each is made to follow the one
+    and precede the other, so a part's call placed late does not move them
+    out of it."""
     order = {n: i for i, n in enumerate(graph.nodes)}
     writes: dict[fx.Node, list[fx.Node]] = {}
     for node in graph.nodes:
         if _is_mutating(node) and node.args and isinstance(node.args[0], fx.Node):
             writes.setdefault(alias_root(node), []).append(node)
     added: dict[fx.Node, dict[str, Any]] = {}
+
+    def edge(earlier: fx.Node, later: fx.Node) -> None:
+        added.setdefault(later, dict(later.kwargs))
+        edges = [*later.kwargs.get(ORDER_KEY, []), earlier]
+        later.kwargs = {**later.kwargs, ORDER_KEY: edges}
+
     for node in graph.nodes:
         if node.op not in ("call_function", "call_module"):
             continue
         roots = {alias_root(a) for a in node.all_input_nodes}
         for w in (w for root in roots for w in writes.get(root, ()) if w is not node):
-            later, earlier = (node, w) if order[w] < order[node] else (w, node)
-            added.setdefault(later, dict(later.kwargs))
-            edges = [*later.kwargs.get(ORDER_KEY, []), earlier]
-            later.kwargs = {**later.kwargs, ORDER_KEY: edges}
+            edge(*((w, node) if order[w] < order[node] else (node, w)))
+    for start, end in _vmap_nestings(graph):
+        for node in list(graph.nodes)[order[start] + 1 : order[end]]:
+            if node.op in ("call_function", "call_module"):
+                edge(start, node)
+                edge(node, end)
     try:
         yield
     finally:
         for node, kwargs in added.items():
             node.kwargs = kwargs
+
+
+def _vmap_nestings(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node]]:
+    """Each ``torch.vmap`` level Dynamo kept: its ``_vmap_increment_nesting``
+    and the ``_vmap_decrement_nesting`` that ends it."""
+    open_: list[fx.Node] = []
+    out: list[tuple[fx.Node, fx.Node]] = []
+    for node in graph.nodes:
+        name = getattr(node.target, "__name__", "")
+        if name == "_vmap_increment_nesting":
+            open_.append(node)
+        elif name == "_vmap_decrement_nesting" and open_:
+            out.append((open_.pop(), node))
+    return out
 
 
 def alias_root(node: fx.Node) -> fx.Node:
@@ -308,7 +358,7 @@ def partition(gm: fx.GraphModule) -> Account:
     support = Support(gm.graph)
     converted: dict[frozenset[str], Part | str] = {}
     while True:
-        with ordered_by_writes(gm.graph):
+        with ordered_by_effects(gm.graph):
             proposed = CapabilityBasedPartitioner(
                 gm, support, allows_single_node_partition=True
             ).propose_partitions()
@@ -459,7 +509,7 @@ def fuse(
         gm.add_submodule(type(sub).__name__, MiragePart(run(part), part))
     # each part's call sits at its last node: what it feeds moves after it,
     # and with the writes' edges, what reads those writes' tensors moves too
-    with ordered_by_writes(gm.graph):
+    with ordered_by_effects(gm.graph):
         torch.fx.passes.tools_common.stable_topological_sort(gm)
     for node in gm.graph.nodes:  # the sort made a new graph of copies
         if ORDER_KEY in node.kwargs:
