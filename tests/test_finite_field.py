@@ -424,3 +424,21 @@ def test_a_large_input_is_drawn_alike_on_any_number_of_threads(monkeypatch):
     # and a fresh seed gives other values
     other = ff._uniform(np.random.default_rng(8), ff.P, shape)
     assert not np.array_equal(threaded, other)
+
+
+def test_softplus_is_the_log_of_one_plus_exp_written_out():
+    """``softplus`` takes an exp and the log's keyed function of what it
+    makes, so its exp results carry their Z_q residues, and it proves equal
+    to the ops written out (and to nothing with another constant)."""
+    from mirage_xdsl.verify.equivalence import equivalent
+
+    def program(fused: bool, one: float = 1.0):
+        g = new_kernel_graph("softplus")
+        x = g.new_input((8, 32))
+        y = g.softplus(x) if fused else g.log(g.add_scalar(g.exp(x), one))
+        g.mark_output(g.mul(y, x))
+        return g.module()
+
+    assert residue_slice(program(True)).nested
+    assert equivalent(program(True), program(False)).equivalent
+    assert not equivalent(program(True), program(False, 0.25)).equivalent

@@ -1054,6 +1054,7 @@ def test_repeat_of_a_computed_tensor_is_an_expand(caplog):
         lambda x, y: x / x.norm(dim=-1, keepdim=True) + y.norm(dim=(0, 1)),
         lambda x, y: F.log_softmax(x, dim=-1) + y,
         lambda x, y: F.hardtanh(x, -0.5, 0.5) + F.relu6(y * 4.0),
+        lambda x, y: F.softplus(x * 30.0) * y,  # past its threshold too
     ],
 )
 def test_norms_log_softmax_and_hardtanh_are_one_ugraph(fn, caplog):
@@ -1117,3 +1118,15 @@ def test_ops_inside_torch_vmap_stay_torch_and_the_rest_are_mugraphs(caplog):
     ), log
     assert any("torch._functorch.predispatch._add_batch_dim" in s for s in log), log
     assert any(re.search(r"ops as [1-9] µGraphs", s) for s in log), log
+
+
+def test_softplus_with_another_beta_stays_torch(caplog):
+    def fn(x):
+        return F.softplus(x, beta=2.0) * 3.0
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(13))
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), fn(x))
+    log = mirage_log(caplog)
+    assert any("softplus with beta=2.0 (only beta=1)" in s for s in log), log

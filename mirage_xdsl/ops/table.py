@@ -128,6 +128,23 @@ def _real_relu(x):
     return np.maximum(x, _zero(x))
 
 
+def _real_softplus(x):
+    return np.logaddexp(x, _zero(x))
+
+
+def _softplus_field(a, x):
+    """``log(1 + exp(x))`` with the exp model and the log's keyed function:
+    exactly the image of the ops written out."""
+    return a.keyed("log", a.add(a.exp(x), a.const(1, x)))
+
+
+def _softplus_cuda(a, x):
+    """``max(x, 0) + log(1 + exp(-|x|))``: no overflow for large ``x``."""
+    zero, one = a.const(0.0, x), a.const(1.0, x)
+    magnitude = a.max(x, a.neg(x))
+    return a.add(a.max(x, zero), a.math("log", a.add(one, a.exp(a.neg(magnitude)))))
+
+
 OPS_IN_ORDER: tuple[OpSpec, ...] = (
     # --- element-wise, two operands ------------------------------------------
     OpSpec(
@@ -355,6 +372,17 @@ OPS_IN_ORDER: tuple[OpSpec, ...] = (
         cuda=lambda a, x: a.math("log", x),
         torch=("log",),
         interval=increasing(np.log),
+    ),
+    OpSpec(
+        "softplus",
+        Form.UNARY,
+        "Element-wise log(1 + e^x) (torch's softplus with beta 1).",
+        flops=10,
+        real=_real_softplus,
+        field=_softplus_field,
+        triton="(tl.maximum({x}, 0.0) + tl.log(1.0 + tl.exp(-tl.abs({x}))))",
+        cuda=_softplus_cuda,
+        interval=increasing(_real_softplus),
     ),
     # --- structure: semantics live with the partition walker -----------------
     OpSpec(

@@ -9,7 +9,8 @@ every value doubles the verifier's work; :func:`residue_slice` finds the entry
 arguments some exp or sqrt argument depends on, so only those are drawn with a
 Z_q residue and everything else is computed mod p alone (``finite_field.py``
 keeps a value's Z_q component exactly when all its operands have one). It
-also says whether any exp or sqrt argument depends on an exp result, the only
+also says whether any exp or sqrt argument depends on an exp result (an op's
+own formula may nest them: softplus is the log of ``1 + exp(x)``), the only
 case in which exp results must carry a Z_q component too.
 
 Conversely, :func:`exponent_only_ops` finds the ring operations whose results
@@ -95,8 +96,21 @@ def _exponent_only(term: Term) -> bool:
     return all(_exponent_only(a) for a in term[1:])
 
 
+def _nests_exp(term: Term) -> bool:
+    """The formula takes an exp or a hash of something an exp made
+    (softplus: ``log(1 + exp(x))``, the log keyed)."""
+    if isinstance(term, str):
+        return False
+    if term[0] in ("exp", "keyed") and "exp" in _steps(term[1]):
+        return True
+    return any(_nests_exp(a) for a in term[1:])
+
+
 STEPS = {kind: _steps(_term(kind)) for kind in elementwise_kinds()}
 """The field steps each element-wise kind takes."""
+NESTING_KINDS = frozenset(k for k in STEPS if _nests_exp(_term(k)))
+"""Element-wise kinds whose own formula reads an exp result's Z_q residue, so
+exp results must carry one (:attr:`ResidueSlice.nested`)."""
 EXP = -1
 """The source marker of a value that depends on an exp result."""
 EXP_KINDS = frozenset(k for k, steps in STEPS.items() if "exp" in steps)
@@ -164,6 +178,8 @@ def residue_slice(module: ModuleOp) -> ResidueSlice:
         union = frozenset().union(*operand_sources)
         for value in _q_operands(op):
             read |= sources.get(value, frozenset())
+        if getattr(op, "KIND", None) in NESTING_KINDS:
+            read.add(EXP)
         for region in op.regions:
             for blk in region.blocks:
                 positional = len(blk.args) == len(op.operands)

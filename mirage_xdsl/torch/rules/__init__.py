@@ -32,6 +32,7 @@ from mirage_xdsl.torch.rules.arith import (
     relu6,
     rsub,
     sigmoid,
+    softplus,
     sub,
     unary,
 )
@@ -133,6 +134,7 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.clamp_max: clamp_max,
     aten.hardtanh: hardtanh,
     aten.relu6: relu6,
+    aten.softplus: softplus,
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,

@@ -182,3 +182,25 @@ def hardtanh(
 
 def relu6(c: Converter, node: fx.Node, a: Any) -> Value:
     return clamp(c, node, a, lo=0.0, hi=6.0)
+
+
+SOFTPLUS_MIN_THRESHOLD = 12.0
+"""torch's softplus returns ``x`` where ``x > threshold``; ``kernel.softplus``
+is ``log(1 + e^x)`` everywhere, which differs there by ``log(1 +
+e^-threshold)``: under half an fp32 ulp of ``x`` from this threshold on."""
+
+
+def softplus(
+    c: Converter, node: fx.Node, a: Any, beta: Any = 1, threshold: Any = 20
+) -> Value:
+    """``F.softplus(x)`` (Mamba's step size): ``kernel.softplus``, for beta 1
+    and a threshold of at least :data:`SOFTPLUS_MIN_THRESHOLD`."""
+    if beta != 1:
+        raise unsupported(node, f"softplus with beta={beta} (only beta=1)")
+    if threshold < SOFTPLUS_MIN_THRESHOLD:
+        raise unsupported(
+            node,
+            f"softplus with threshold={threshold} (from "
+            f"{SOFTPLUS_MIN_THRESHOLD:g} on it is log(1 + e^x) within fp32)",
+        )
+    return unary("softplus")(c, node, a)
