@@ -1130,3 +1130,39 @@ def test_softplus_with_another_beta_stays_torch(caplog):
         torch.testing.assert_close(compiled(x), fn(x))
     log = mirage_log(caplog)
     assert any("softplus with beta=2.0 (only beta=1)" in s for s in log), log
+
+
+class ScaledByHalfBuffer(torch.nn.Module):
+    """An fp32 model that scales by a bf16 buffer (RecurrentGemma's
+    ``normalizer``) and by a 16-bit table of a few values."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(8.0, dtype=torch.bfloat16))
+        self.register_buffer("table", torch.rand(16, dtype=torch.float16))
+        self.proj = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = x * self.scale.type(x.dtype) + self.table.float()
+        return self.proj(h) * 1.1
+
+
+def test_a_part_computes_in_the_dtype_most_of_its_input_is_in(monkeypatch):
+    """A part of an fp32 model that reads 16-bit buffers computes in fp32:
+    its program dtype is the float dtype of most of its input elements."""
+    from mirage_xdsl.torch import part as parts
+    from mirage_xdsl.torch import partition
+
+    made = []
+    convert = parts.convert_graph
+    monkeypatch.setattr(
+        partition, "convert_graph", lambda sub: made.append(convert(sub)) or made[-1]
+    )
+    torch.manual_seed(0)
+    model, x = ScaledByHalfBuffer().eval(), torch.randn(4, 16) * 100
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-6, atol=1e-4)
+    ((captured, _, _),) = made
+    text = str(captured.module)
+    assert "xf32>" in text and "bf16" not in text and "xf16" not in text

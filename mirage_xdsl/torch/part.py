@@ -83,14 +83,10 @@ def convert_graph(
 ) -> tuple[Captured, list[Output], list[tuple[int, ...]]]:
     """A self-contained ATen graph as a program, its output plan and the
     groups of inputs the program takes stacked. Its placeholders are the
-    inputs, all of the compute dtype (its first 16-bit float input's, else
-    f32), followed by those stacks; it is named after its content."""
+    inputs, all of the compute dtype (:func:`compute_dtype`), followed by
+    those stacks; it is named after its content."""
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
-    dtypes = [n.meta["val"].dtype for n in placeholders if "val" in n.meta]
-    narrow = [d for d in dtypes if d in (torch.float16, torch.bfloat16)]
-    converter = PartConverter(
-        sub.graph, "part", DTYPES[narrow[0] if narrow else torch.float32]
-    )
+    converter = PartConverter(sub.graph, "part", DTYPES[compute_dtype(placeholders)])
     converter.bind_inputs()
     plan: list[Output] = []
     returned: dict[SSAValue, int] = {}
@@ -113,6 +109,23 @@ def convert_graph(
     _, spec = tree_flatten(tuple(range(len(returned))))
     captured = Captured(module, converter.parameters, spec)
     return captured, plan, converter.stacked_indices
+
+
+def compute_dtype(placeholders: Sequence[fx.Node]) -> torch.dtype:
+    """The float dtype most of the part's input elements have (a 16-bit one
+    on a tie; f32 without float inputs). A bf16 model's part computes in
+    bf16 though it reads an fp32 table of cosines; an fp32 model's part
+    computes in fp32 though it reads a bf16 scalar buffer (RecurrentGemma's
+    ``normalizer``), which a rule of the first 16-bit input rounded the
+    whole part to."""
+    elements: dict[torch.dtype, int] = {}
+    for node in placeholders:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype in DTYPES:
+            elements[val.dtype] = elements.get(val.dtype, 0) + val.numel()
+    if not elements:
+        return torch.float32
+    return max(elements, key=lambda d: (elements[d], d != torch.float32))
 
 
 def _argument_output(
