@@ -882,6 +882,8 @@ def test_an_infinite_fill_read_otherwise_stays_torch_and_says_why(caplog):
         lambda x: torch.clamp_min(x * 3.0, 0.25) * torch.clip(x, -2, 2),
         # a lower bound above the upper gives the upper, as in torch
         lambda x: x.clamp(min=1.0, max=-1.0) * x,
+        # Bamba's step size: an upper bound of inf bounds nothing
+        lambda x: torch.clamp(x * 2.0, min=0.0, max=float("inf")) + x,
         # DiffLlama's weights: a sum into fp32, then exp
         lambda x: torch.exp(torch.sum(x * x, dim=-1, dtype=torch.float32)),
     ],

@@ -151,14 +151,21 @@ def gelu(c: Converter, node: fx.Node, a: Any, approximate: str = "none") -> Valu
 def clamp(c: Converter, node: fx.Node, a: Any, lo: Any = None, hi: Any = None) -> Value:
     """``x.clamp(min, max)`` (and ``clip``) by numbers: ``clamp_min`` then
     ``clamp_max``, as torch applies them (a lower bound above the upper one
-    gives the upper). Bounds that are tensors are refused."""
+    gives the upper). A bound that bounds nothing (a lower one of -inf, an
+    upper one of inf: Bamba's ``dt_limit`` by default) is no op. Bounds
+    that are tensors are refused."""
     (x,) = tensor_operands(c, node, a)
-    for kind, bound in (("clamp_min", lo), ("clamp_max", hi)):
+    for kind, bound, none in (
+        ("clamp_min", lo, -math.inf),
+        ("clamp_max", hi, math.inf),
+    ):
         if bound is None:
             continue
         k = as_number(bound)
         if k is None:
             raise unsupported(node, "a clamp by a tensor bound (numbers only)")
+        if k == none:
+            continue
         if not math.isfinite(k):
             raise unsupported(node, f"a clamp at {k}")
         x = getattr(c.graph, kind)(x, k)
