@@ -1168,3 +1168,51 @@ def test_a_part_computes_in_the_dtype_most_of_its_input_is_in(monkeypatch):
     ((captured, _, _),) = made
     text = str(captured.module)
     assert "xf32>" in text and "bf16" not in text and "xf16" not in text
+
+
+def test_dump_dir_writes_each_parts_program_for_mirage_opt(tmp_path, caplog):
+    """Each µGraph's program, as captured and as searched, is a file that
+    ``mirage-opt`` reads; a second part computing the same is the same
+    file; the directory is made where missing."""
+    from mirage_xdsl.ir.context import make_context
+    from mirage_xdsl.ir.diagnostics import parse
+
+    def fn(x, w):
+        return torch.relu(x @ w) * 2.0, torch.relu(w @ x) * 2.0
+
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    out = tmp_path / "parts" / "here"
+    options = {"cpu": "interpret", "budget": 1, "jobs": 1, "cache_dir": "none"}
+    compiled = torch.compile(fn, backend="mirage", options={**options, "dump_dir": out})
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for got, want in zip(compiled(x, w), fn(x, w), strict=True):
+            torch.testing.assert_close(got, want)
+    files = sorted(p.name for p in out.iterdir())
+    names = {f.split(".")[0] for f in files}
+    assert files == sorted(
+        [f"{n}.mlir" for n in names] + [f"{n}.searched.mlir" for n in names]
+    ), files
+    for f in out.iterdir():
+        module = parse(make_context(), f.read_text(), str(f))
+        assert any(op.name.startswith("kernel.") for op in module.walk())
+    assert any("written to" in s and str(out) in s for s in mirage_log(caplog))
+
+
+def test_a_dump_dir_that_cannot_be_made_is_one_warning(tmp_path, caplog, monkeypatch):
+    """The directory may come from ``MIRAGE_DUMP_DIR`` too."""
+    from mirage_xdsl.torch.dump import ENV
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    compiled = torch.compile(
+        lambda x: torch.relu(x) * 2.0,
+        backend="mirage",
+        options=INTERPRET,
+    )
+    monkeypatch.setenv(ENV, str(blocker / "sub"))
+    x = torch.randn(4, 4)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), torch.relu(x) * 2.0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "cannot write" in warnings[0], warnings
+    assert blocker.read_text() == "not a directory"

@@ -25,6 +25,9 @@ Options (``torch.compile(..., backend="mirage", options={...})``):
   Inductor build needs a C++ compiler and takes seconds) runs them one torch
   kernel each. A graph Inductor fails on runs its glue eagerly, with one
   warning line;
+- ``dump_dir``: a directory to write each µGraph's program to, as captured
+  and as searched (default ``$MIRAGE_DUMP_DIR``; :mod:`mirage_xdsl.torch.dump`),
+  for ``mirage-opt`` to read;
 - anything else (``budget`` in seconds, ``max_ops``, ...) is passed to
   :func:`mirage_xdsl.superoptimize` for each µGraph.
 
@@ -38,6 +41,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -46,6 +50,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.semantics.interpreter import entry_function
+from mirage_xdsl.torch.dump import dump_dir, write_program
 from mirage_xdsl.torch.function import CALL_OPTIONS, MirageFunction, search
 from mirage_xdsl.torch.glue import GLUE_MODES, compile_glue
 from mirage_xdsl.torch.nodes import op_name
@@ -67,6 +72,8 @@ class BackendOptions:
     """``inductor`` or ``eager``; None: inductor for CUDA graphs, eager for
     CPU ones."""
     search: dict[str, Any] = field(default_factory=dict)
+    dump_dir: Path | None = None
+    """Where each µGraph's program is written (:mod:`.dump`); None: nowhere."""
 
     @staticmethod
     def parse(options: dict[str, Any] | None) -> BackendOptions:
@@ -84,8 +91,9 @@ class BackendOptions:
                 f"error: backend option 'glue' must be one of {list(GLUE_MODES)}, "
                 f"got {glue!r}"
             )
+        dump = dump_dir(options.pop("dump_dir", None))
         _check_search_options(options)
-        return BackendOptions(bool(superoptimize), cpu, glue, options)
+        return BackendOptions(bool(superoptimize), cpu, glue, options, dump)
 
     def glue_for(self, cuda: bool) -> str:
         """How the torch ops between µGraphs run for a graph."""
@@ -104,8 +112,8 @@ def _check_search_options(options: dict[str, Any]) -> None:
     if unknown := sorted(set(options) - set(known)):
         raise MirageError(
             f"error: unknown backend option(s) {', '.join(map(repr, unknown))}: "
-            f"the backend takes 'superoptimize', 'cpu', 'glue' and the search's "
-            f"options ({', '.join(known)})"
+            "the backend takes 'superoptimize', 'cpu', 'glue', 'dump_dir' and "
+            f"the search's options ({', '.join(known)})"
         )
 
 
@@ -228,8 +236,9 @@ def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
     """The callable of one µGraph: searched unless the options say not (or
     the search fails, which the log says in one line)."""
     module = part.captured.module
+    name = entry_function(module).sym_name.data
+    _dump(opts, part, name, module)
     if opts.superoptimize:
-        name = entry_function(module).sym_name.data
         key = (name, repr(sorted(opts.search.items())))
         if key in _SEARCHED:
             log.info("mirage: %s is @%s, searched already", part.name, name)
@@ -241,7 +250,18 @@ def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
             log.warning(
                 "mirage: %s runs as captured: its search failed: %s", part.name, why
             )
+        else:
+            _dump(opts, part, f"{name}.searched", module)
     return MirageFunction(part.captured, module)
+
+
+def _dump(opts: BackendOptions, part: Part, name: str, module: ModuleOp) -> None:
+    """Write ``module`` where the options say, and say where on the log."""
+    if opts.dump_dir is None:
+        return
+    path = write_program(opts.dump_dir, name, module)
+    if path is not None:
+        log.info("mirage: %s written to %s", part.name, path)
 
 
 def report(graph: int, account: Account) -> None:
