@@ -345,3 +345,71 @@ def test_vision_encoders_match_eager_as_one_mugraph(name, caplog):
     assert float((out - ref).norm() / ref.norm()) < 1e-5
     check_float_math_ran_as_mugraphs(caplog)
     assert any(re.search(r"ops as 1 µGraphs", m) for m in caplog.messages)
+
+
+def kept_in_torch(caplog) -> set[str]:
+    """The ops the backend's log says stayed torch."""
+    lines = [m.split(None, 3) for m in caplog.messages if m.startswith("mirage:   ")]
+    return {op for _, part, op, _ in lines if part == "torch"}
+
+
+@pytest.mark.slow
+def test_mamba_runs_its_convolution_and_step_size_as_mugraphs(caplog):
+    """Mamba's depthwise causal convolution and ``softplus`` step size run
+    in µGraphs; its reference scan's ``torch.vmap`` stays torch (once, the
+    forward failed there)."""
+    from transformers import MambaConfig, MambaModel
+
+    torch.manual_seed(0)
+    config = MambaConfig(
+        vocab_size=128, hidden_size=64, state_size=8, num_hidden_layers=2
+    )
+    model = MambaModel(config).eval()
+    ids = torch.randint(3, 128, (2, 7), generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(input_ids=ids).last_hidden_state
+        ref = model(input_ids=ids).last_hidden_state
+    assert float((out - ref).norm() / ref.norm()) < 1e-5
+    assert not backend_warnings(caplog.records)
+    assert not kept_in_torch(caplog) & {"aten.conv1d", "aten.softplus"}
+    assert any("inside torch.vmap" in m for m in caplog.messages)
+
+
+@pytest.mark.slow
+def test_whisper_is_one_mugraph_with_its_convolutions(caplog):
+    from transformers import WhisperConfig, WhisperModel
+
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=128,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=16,
+        max_source_positions=16,
+        pad_token_id=0,
+        decoder_start_token_id=1,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    model = WhisperModel(config).eval()
+    g = torch.Generator().manual_seed(1)
+    features = torch.randn(2, 16, 32, generator=g)
+    ids = torch.randint(3, 128, (2, 5), generator=g)
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(input_features=features, decoder_input_ids=ids)
+        ref = model(input_features=features, decoder_input_ids=ids)
+    for got, want in (
+        (out.last_hidden_state, ref.last_hidden_state),
+        (out.encoder_last_hidden_state, ref.encoder_last_hidden_state),
+    ):
+        assert float((got - want).norm() / want.norm()) < 1e-5
+    assert not backend_warnings(caplog.records)
+    assert "aten.conv1d" not in kept_in_torch(caplog)
+    assert any(re.search(r"ops as 1 µGraphs", m) for m in caplog.messages)

@@ -1216,3 +1216,68 @@ def test_a_dump_dir_that_cannot_be_made_is_one_warning(tmp_path, caplog, monkeyp
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "cannot write" in warnings[0], warnings
     assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        lambda: torch.nn.Conv1d(4, 6, 3, padding=1),  # Whisper's first
+        lambda: torch.nn.Conv1d(4, 6, 3, stride=2, padding=1),  # and second
+        lambda: torch.nn.Conv1d(4, 4, 4, padding=3, groups=4),  # Mamba's, causal
+        lambda: torch.nn.Conv1d(4, 4, 3, padding="same", groups=4, dilation=2),
+        lambda: torch.nn.Conv1d(4, 6, 3, padding="valid", bias=False),
+    ],
+    ids=["padded", "strided", "depthwise", "same_dilated", "valid"],
+)
+def test_a_1d_convolution_is_shifted_reads_and_a_matmul(conv, caplog):
+    torch.manual_seed(0)
+    model, x = conv().eval(), torch.randn(2, 4, 9)
+
+    def fn(x):
+        return model(x * 1.5)[..., :9] * 2.0
+
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
+def test_a_grouped_convolution_stays_torch(caplog):
+    torch.manual_seed(0)
+    model, x = torch.nn.Conv1d(4, 6, 2, groups=2).eval(), torch.randn(2, 4, 8)
+    compiled = torch.compile(
+        lambda x: model(x) * 2.0, backend="mirage", options=INTERPRET
+    )
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), model(x) * 2.0)
+    assert any("torch  aten.conv1d" in s for s in mirage_log(caplog))
+
+
+def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
+    """``F.pad`` with a constant (a negative pad crops), and
+    ``nn.ZeroPad2d`` (RWKV's time shift) are blocks of the constant
+    concatenated; a reflecting pad stays torch with its reason."""
+
+    def fn(x):
+        a = F.pad(x * 2.0, (1, 2, 0, 3), value=0.5) + 1.0
+        b = F.pad(x + 1.0, (-1, 2)) * 3.0
+        return a, b, torch.nn.ZeroPad2d((0, 0, 1, -1))(x) * x
+
+    x = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(14))
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for got, want in zip(compiled(x), fn(x), strict=True):
+            torch.testing.assert_close(got, want)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in mirage_log(caplog))
+
+    def reflect(x):
+        return F.pad(x * 2.0, (1, 1), mode="reflect") + 1.0
+
+    caplog.clear()
+    compiled = torch.compile(reflect, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), reflect(x))
+    assert any("a pad in mode 'reflect'" in s for s in mirage_log(caplog)), mirage_log(
+        caplog
+    )

@@ -80,6 +80,8 @@ from mirage_xdsl.torch.rules.reductions import (
 from mirage_xdsl.torch.rules.slicing import (
     cat,
     chunk,
+    constant_pad,
+    pad_,
     repeat_interleave,
     select,
     slice_,
@@ -118,6 +120,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.expand: shape_change,
     aten.expand_as: shape_change,
     aten.repeat: repeat,
+    aten.constant_pad_nd: constant_pad,
+    aten.pad: pad_,
     aten.linalg_vector_norm: vector_norm,
     aten.var: variance,
     aten.std: variance,

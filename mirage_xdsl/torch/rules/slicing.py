@@ -1,5 +1,6 @@
 """Slices and concatenations: ``x[..., a:b]``, ``torch.cat``, ``stack``,
-``split``, ``chunk``, ``unbind``, ``select``, ``repeat_interleave``.
+``split``, ``chunk``, ``unbind``, ``select``, ``repeat_interleave``, and
+``F.pad`` with a constant (blocks of it concatenated).
 
 A slice of consecutive elements is ``kernel.slice`` and a concatenation
 ``kernel.concat`` (``rotate_half`` of rotary embeddings, ``cat((-x2, x1))``,
@@ -87,6 +88,54 @@ def slice_(
         index = (slice(None),) * dim + (slice(picked.start, picked.stop, picked.step),)
         return Parameter(tensor[index].contiguous(), node)
     return sliced(c, a, dim, picked)
+
+
+def constant_pad(
+    c: Converter, node: fx.Node, a: Any, pad: Sequence[int], value: Any = 0
+) -> Value:
+    """``F.pad(x, pad, value=v)`` in constant mode: along each padded dim,
+    from the last, blocks of ``v`` (constants made at capture) concatenated
+    before and after; a negative pad is a slice. Of a module parameter or
+    buffer, applied at capture."""
+    fill = float(value) if isinstance(value, int | float) else None
+    if fill is None or not math.isfinite(fill):
+        raise unsupported(node, f"a pad with the value {value!r} (finite numbers only)")
+    tensor = parameter_of(c, a)
+    if tensor is not None:
+        return Parameter(torch.nn.functional.pad(tensor, list(pad), value=fill), node)
+    shape = list(node_shape(a))
+    x = c.value(a)
+    for i in range(len(pad) // 2):
+        dim = len(shape) - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0 or after < 0:
+            picked = range(shape[dim])[max(-before, 0) : shape[dim] - max(-after, 0)]
+            x = c.graph.slice(x, dim, picked.start, picked.stop)
+            shape[dim] = len(picked)
+        parts = []
+        for extent in (max(before, 0), None, max(after, 0)):
+            if extent is None:
+                parts.append(x)
+            elif extent:
+                block = [*shape[:dim], extent, *shape[dim + 1 :]]
+                parts.append(c.constant(torch.full(block, fill)))
+        x = concatenated(c, parts, dim)
+        shape[dim] += max(before, 0) + max(after, 0)
+    return x
+
+
+def pad_(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    pad: Sequence[int],
+    mode: str = "constant",
+    value: Any = None,
+) -> Value:
+    """``F.pad`` (``aten.pad``): the constant mode only."""
+    if mode != "constant":
+        raise unsupported(node, f"a pad in mode {mode!r} (constant only)")
+    return constant_pad(c, node, a, pad, 0 if value is None else value)
 
 
 def sliced_as(c: Converter, node: fx.Node, a: Any, dim: int, picked: range) -> SSAValue:
