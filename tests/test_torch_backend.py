@@ -1057,6 +1057,11 @@ def test_repeat_of_a_computed_tensor_is_an_expand(caplog):
         lambda x, y: F.log_softmax(x, dim=-1) + y,
         lambda x, y: F.hardtanh(x, -0.5, 0.5) + F.relu6(y * 4.0),
         lambda x, y: F.softplus(x * 30.0) * y,  # past its threshold too
+        # poolers: Swin's to one, windows of 4
+        lambda x, y: (
+            F.adaptive_avg_pool1d(x * 2.0, 1) * y
+            + F.adaptive_avg_pool1d(y, 4).sum(dim=-1, keepdim=True)
+        ),
     ],
 )
 def test_norms_log_softmax_and_hardtanh_are_one_ugraph(fn, caplog):

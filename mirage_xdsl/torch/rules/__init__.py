@@ -48,6 +48,7 @@ from mirage_xdsl.torch.rules.layout import (
 from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
 from mirage_xdsl.torch.rules.masks import compare, logical_not, masked_fill, where
 from mirage_xdsl.torch.rules.norms import (
+    adaptive_avg_pool,
     layer_norm,
     mean,
     pow_,
@@ -124,6 +125,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.pad: pad_,
     aten.linalg_vector_norm: vector_norm,
     aten.var: variance,
+    aten.adaptive_avg_pool1d: adaptive_avg_pool,
+    aten.adaptive_avg_pool2d: adaptive_avg_pool,
     aten.std: variance,
     aten.scaled_dot_product_attention: sdpa,
     aten.add: add,

@@ -64,6 +64,27 @@ def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, *
     return x if keepdim else c.graph.reshape(x, node_shape(node))
 
 
+def adaptive_avg_pool(c: Converter, node: fx.Node, a: Any, size: Any) -> Value:
+    """``F.adaptive_avg_pool1d`` / ``2d`` where each pooled dim divides into
+    its output size (a pooler's size 1: Swin's, ConvNeXt's): each window a
+    dim of its own (a reshape), summed, times ``1 / window``."""
+    sizes = [size] if isinstance(size, int) else list(size)
+    shape = list(node_shape(a))
+    pooled = shape[len(shape) - len(sizes) :]
+    if any(o <= 0 or n % o for n, o in zip(pooled, sizes, strict=True)):
+        raise unsupported(
+            node, f"adaptive pooling of {pooled} to {sizes} (windows of one size only)"
+        )
+    lead = shape[: len(shape) - len(sizes)]
+    windows = [n // o for n, o in zip(pooled, sizes, strict=True)]
+    split = [*lead, *(d for o, w in zip(sizes, windows, strict=True) for d in (o, w))]
+    x = c.graph.reshape(c.value(a), tuple(split))
+    for i in range(len(sizes)):
+        x = c.graph.reduction(x, len(lead) + 2 * i + 1)
+    x = c.graph.mul_scalar(x, 1.0 / math.prod(windows))
+    return c.graph.reshape(x, node_shape(node))
+
+
 def layer_norm(
     c: Converter,
     node: fx.Node,
