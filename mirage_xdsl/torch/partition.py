@@ -238,7 +238,8 @@ ORDER_KEY = "_mirage_runs_after"
 
 @contextmanager
 def ordered_by_effects(graph: fx.Graph) -> Iterator[None]:
-    """Within the block, the order in-place ops impose as edges of the graph.
+    """Within the block, the order in-place ops (and torch.vmap's nesting)
+    impose, as edges of the graph.
 
     torch's partitioner keeps a graph acyclic through its edges, but an
     in-place op orders what it does not feed: a node reading a tensor after

@@ -13,10 +13,9 @@ The *siblings* of an ``aten.linear`` are the ``aten.linear`` ops whose input
 is the same node, whose weights are module parameters (stacked once, at
 capture; or, in a part of a ``torch.compile`` graph, weight inputs, whose
 stack the part takes as an input of its own and makes once) of the same
-``in_features``,
-and whose biases are all None or all parameters (or, in a part, all inputs,
-joined as the weights are: Qwen2's q, k and v projections have biases). They are fused when at
-least two remain after this test:
+``in_features``, and whose biases are all None or all parameters (or, in a
+part, all inputs, joined as the weights are: Qwen2's q, k and v projections
+have biases). They are fused when at least two remain after this test:
 
 **Combined element-wise.** A sibling's *element-wise reach* is every
 element-wise op (:data:`ELEMENTWISE`) its result flows into through
