@@ -1286,3 +1286,44 @@ def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
     assert any("a pad in mode 'reflect'" in s for s in mirage_log(caplog)), mirage_log(
         caplog
     )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.abs,
+        lambda x: F.leaky_relu(x, 0.2),
+        F.hardswish,  # MobileNet's
+        F.hardsigmoid,
+        F.elu,
+        lambda x: F.elu(x, 0.5),
+        F.selu,
+        lambda x: F.celu(x, 2.0),
+        F.mish,  # YOLO's
+        F.logsigmoid,
+        F.softsign,  # x / (1 + |x|)
+    ],
+    ids=[
+        "abs",
+        "leaky_relu",
+        "hardswish",
+        "hardsigmoid",
+        "elu",
+        "elu_alpha",
+        "selu",
+        "celu",
+        "mish",
+        "logsigmoid",
+        "softsign",
+    ],
+)
+def test_activations_without_an_op_of_their_own_are_one_ugraph(fn, caplog):
+    def model(x):
+        return fn(x * 1.5) + x
+
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(15)) * 4
+    compiled = torch.compile(model, backend="mirage", options=INTERPRET)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log

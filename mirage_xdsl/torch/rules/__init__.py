@@ -19,6 +19,17 @@ from typing import Any
 
 from mirage_xdsl.ops import OPS, Form
 from mirage_xdsl.torch.nodes import aten
+from mirage_xdsl.torch.rules.activations import (
+    abs_,
+    celu,
+    elu,
+    hardsigmoid,
+    hardswish,
+    leaky_relu,
+    log_sigmoid,
+    mish,
+    selu,
+)
 from mirage_xdsl.torch.rules.arith import (
     add,
     clamp,
@@ -142,6 +153,15 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.hardtanh: hardtanh,
     aten.relu6: relu6,
     aten.softplus: softplus,
+    aten.abs: abs_,
+    aten.leaky_relu: leaky_relu,
+    aten.elu: elu,
+    aten.selu: selu,
+    aten.celu: celu,
+    aten.hardsigmoid: hardsigmoid,
+    aten.hardswish: hardswish,
+    aten.mish: mish,
+    aten.log_sigmoid: log_sigmoid,
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,
