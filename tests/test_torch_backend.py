@@ -1302,6 +1302,13 @@ def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
         F.mish,  # YOLO's
         F.logsigmoid,
         F.softsign,  # x / (1 + |x|)
+        torch.exp2,
+        lambda x: F.glu(x, dim=-1),
+        lambda x: torch.lerp(x, x * x, 0.3),
+        lambda x: torch.lerp(x, -x, torch.sigmoid(x)),
+        lambda x: torch.addcmul(x, x, torch.tanh(x), value=0.5),
+        lambda x: torch.logsumexp(x, dim=-1, keepdim=True),
+        lambda x: torch.logsumexp(x.reshape(4, 8, 8), dim=(1, 2)).reshape(4, 1),
     ],
     ids=[
         "abs",
@@ -1315,11 +1322,22 @@ def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
         "mish",
         "logsigmoid",
         "softsign",
+        "exp2",
+        "glu",
+        "lerp",
+        "lerp_tensor",
+        "addcmul",
+        "logsumexp",
+        "logsumexp_dims",
     ],
 )
 def test_activations_without_an_op_of_their_own_are_one_ugraph(fn, caplog):
+    """And the other element-wise forms written in the table's ops (lerp,
+    addcmul), and logsumexp with its shift."""
+
     def model(x):
-        return fn(x * 1.5) + x
+        y = fn(x * 1.5)
+        return y + x if y.shape == x.shape else y * 2.0
 
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(15)) * 4
     compiled = torch.compile(model, backend="mirage", options=INTERPRET)

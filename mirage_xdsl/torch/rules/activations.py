@@ -12,11 +12,13 @@ from torch's by a rounding or two (``n`` scaled where torch scales ``x``,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import fx
 from xdsl.ir import SSAValue
 
+from mirage_xdsl.torch.nodes import node_shape
 from mirage_xdsl.torch.rules.operands import Converter, Value, tensor_operands
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -86,3 +88,19 @@ def mish(c: Converter, node: fx.Node, a: Any) -> Value:
 def log_sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:
     (x,) = tensor_operands(c, node, a)
     return c.graph.neg(c.graph.softplus(c.graph.neg(x)))
+
+
+def exp2(c: Converter, node: fx.Node, a: Any) -> Value:
+    (x,) = tensor_operands(c, node, a)
+    return c.graph.exp(c.graph.mul_scalar(x, math.log(2.0)))
+
+
+def glu(c: Converter, node: fx.Node, a: Any, dim: int = -1) -> Value:
+    """``F.glu(x, dim)``: the first half times the sigmoid of the second."""
+    shape = node_shape(a)
+    d = dim % len(shape)
+    half = shape[d] // 2
+    (x,) = tensor_operands(c, node, a)
+    first = c.graph.slice(x, d, 0, half)
+    second = c.graph.slice(x, d, half, shape[d])
+    return c.graph.mul(first, c.graph.sigmoid(second))

@@ -211,3 +211,27 @@ def softplus(
             f"{SOFTPLUS_MIN_THRESHOLD:g} on it is log(1 + e^x) within fp32)",
         )
     return unary("softplus")(c, node, a)
+
+
+def lerp(c: Converter, node: fx.Node, a: Any, b: Any, weight: Any) -> Value:
+    """``torch.lerp(x, y, w)``: ``x + w (y - x)``, ``w`` a number or a tensor."""
+    x, y = broadcast_operands(c, node, a, b)
+    step = c.graph.add(y, c.graph.neg(x))
+    w = as_number(weight)
+    if w is None:
+        check_shape(node, shapes.broadcast, node_shape(a), node_shape(weight))
+        step = c.graph.mul(step, c.value(weight))
+    else:
+        step = c.graph.mul_scalar(step, w)
+    return c.graph.add(x, step)
+
+
+def addcmul(
+    c: Converter, node: fx.Node, a: Any, b: Any, d: Any, value: Any = 1
+) -> Value:
+    """``torch.addcmul(x, a, b, value=v)``: ``x + v a b``."""
+    product = c.graph.mul(*broadcast_operands(c, node, b, d))
+    if value != 1:
+        product = c.graph.mul_scalar(product, float(value))
+    check_shape(node, shapes.broadcast, node_shape(a), node_shape(node))
+    return c.graph.add(c.value(a), product)

@@ -121,3 +121,22 @@ def log_softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Va
     shifted = c.graph.add(x, c.graph.neg(c.graph.reduce_max(x, d)))
     total = c.graph.reduction(c.graph.exp(shifted), d)
     return c.graph.add(shifted, c.graph.neg(c.graph.log(total)))
+
+
+def logsumexp(c: Converter, node: fx.Node, a: Any, dims: Any, keepdim=False) -> Value:
+    """``log(sum(exp(x - m))) + m`` over ``dims``, ``m`` their maximum (the
+    shift keeps ``exp`` finite); without ``keepdim`` a reshape drops them."""
+    rank = len(node_shape(a))
+    listed = [dims] if isinstance(dims, int) else list(dims or [])
+    if not listed:
+        raise unsupported(node, "a logsumexp over every dim")
+    reduced = sorted({d % rank for d in listed})
+    (x,) = tensor_operands(c, node, a)
+    m = x
+    for d in reduced:
+        m = c.graph.reduce_max(m, d)
+    total = c.graph.exp(c.graph.add(x, c.graph.neg(m)))
+    for d in reduced:
+        total = c.graph.reduction(total, d)
+    y = c.graph.add(c.graph.log(total), m)
+    return y if keepdim else c.graph.reshape(y, node_shape(node))
