@@ -1345,3 +1345,24 @@ def test_activations_without_an_op_of_their_own_are_one_ugraph(fn, caplog):
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
     log = mirage_log(caplog)
     assert any("as 1 µGraphs, 0 as torch" in s for s in log), log
+
+
+def test_group_norm_and_cosine_similarity_are_one_ugraph(caplog):
+    """``nn.GroupNorm`` (diffusion and vision models) with its weight and
+    bias, over ``[N, C, H, W]``; ``F.cosine_similarity`` as torch computes it."""
+    torch.manual_seed(0)
+    norm = torch.nn.GroupNorm(2, 8).eval()
+    with torch.no_grad():
+        norm.weight.normal_(), norm.bias.normal_()
+
+    def fn(x, y):
+        return norm(x * 2.0) + 1.0, F.cosine_similarity(x, y, dim=1) * 3.0
+
+    g = torch.Generator().manual_seed(16)
+    x, y = torch.randn(2, 8, 3, 4, generator=g), torch.randn(2, 8, 3, 4, generator=g)
+    compiled = torch.compile(fn, backend="mirage", options=INTERPRET)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        for got, want in zip(compiled(x, y), fn(x, y), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    log = mirage_log(caplog)
+    assert any("as 1 µGraphs, 0 as torch" in s for s in log), log

@@ -64,6 +64,8 @@ from mirage_xdsl.torch.rules.linear import addmm, linear, matmul
 from mirage_xdsl.torch.rules.masks import compare, logical_not, masked_fill, where
 from mirage_xdsl.torch.rules.norms import (
     adaptive_avg_pool,
+    cosine_similarity,
+    group_norm,
     layer_norm,
     mean,
     pow_,
@@ -172,6 +174,8 @@ ATEN_RULES: dict[Any, Rule] = {
     aten.lerp: lerp,
     aten.addcmul: addcmul,
     aten.logsumexp: logsumexp,
+    aten.group_norm: group_norm,
+    aten.cosine_similarity: cosine_similarity,
     aten.gelu: gelu,
     aten.sqrt: sqrt,
     aten.rsqrt: rsqrt,

@@ -112,6 +112,51 @@ def layer_norm(
     return y
 
 
+def group_norm(
+    c: Converter,
+    node: fx.Node,
+    a: Any,
+    groups: int,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+    *rest: Any,
+) -> Value:
+    """``F.group_norm`` / ``nn.GroupNorm`` over ``[N, C, *]``: each group's
+    channels (and positions) a row (a reshape), the LayerNorm of the row,
+    reshaped back, times the weight and plus the bias per channel."""
+    shape = node_shape(a)
+    if len(shape) < 2 or shape[1] % groups:
+        raise unsupported(node, f"a group norm of {groups} groups over {shape}")
+    rows = (shape[0], groups, math.prod(shape[1:]) // groups)
+    x = c.graph.reshape(c.value(a), rows)
+    mu = c.graph.mul_scalar(c.graph.reduction(x, 2), 1.0 / rows[2])
+    y = c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
+    y = c.graph.reshape(y, tuple(shape))
+    per_channel = (shape[1], *(1,) * (len(shape) - 2))
+    if weight is not None:
+        y = c.graph.mul(y, c.graph.reshape(c.value(weight), per_channel))
+    if bias is not None:
+        y = c.graph.add(y, c.graph.reshape(c.value(bias), per_channel))
+    return y
+
+
+def cosine_similarity(
+    c: Converter, node: fx.Node, a: Any, b: Any, dim: int = 1, eps: float = 1e-8
+) -> Value:
+    """``F.cosine_similarity``: ``sum(a b) / sqrt(max(sum(a^2) sum(b^2),
+    eps^2))`` over ``dim``, as torch computes it."""
+    shape = node_shape(node)
+    x, y = c.value(a), c.value(b)
+    d = dim % max(len(node_shape(a)), len(node_shape(b)))
+    dot = c.graph.reduction(c.graph.mul(x, y), d)
+    norms = c.graph.mul(
+        c.graph.reduction(c.graph.square(x), d), c.graph.reduction(c.graph.square(y), d)
+    )
+    denom = c.graph.sqrt(c.graph.clamp_min(norms, float(eps) * float(eps)))
+    return c.graph.reshape(c.graph.div(dot, denom), tuple(shape))
+
+
 def sqrt(c: Converter, node: fx.Node, a: Any) -> Value:
     ms = partial_of(c, a, "mean_square")
     return Partial("rms", ms.x, node, ms.eps) if ms else unary("sqrt")(c, node, a)
