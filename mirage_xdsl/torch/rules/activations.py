@@ -53,7 +53,9 @@ def elu(
     """``scale (x if x > 0 else alpha (exp(input_scale x) - 1))``."""
     positive, negative = _parts(c, node, a)
     e = c.graph.exp(c.graph.mul_scalar(negative, -float(input_scale)))
-    y = c.graph.add(positive, c.graph.mul_scalar(c.graph.add_scalar(e, -1.0), alpha))
+    y = c.graph.add(
+        positive, c.graph.mul_scalar(c.graph.add_scalar(e, -1.0), float(alpha))
+    )
     return y if scale == 1 else c.graph.mul_scalar(y, float(scale))
 
 

@@ -17,7 +17,7 @@ from mirage_xdsl.torch.nodes import (
     node_shape,
     unsupported,
 )
-from mirage_xdsl.torch.rules.arith import unary
+from mirage_xdsl.torch.rules.arith import broadcast_operands, unary
 from mirage_xdsl.torch.rules.operands import (
     Converter,
     Partial,
@@ -147,7 +147,7 @@ def cosine_similarity(
     """``F.cosine_similarity``: ``sum(a b) / sqrt(max(sum(a^2) sum(b^2),
     eps^2))`` over ``dim``, as torch computes it."""
     shape = node_shape(node)
-    x, y = c.value(a), c.value(b)
+    x, y = broadcast_operands(c, node, a, b)
     d = dim % max(len(node_shape(a)), len(node_shape(b)))
     dot = c.graph.reduction(c.graph.mul(x, y), d)
     norms = c.graph.mul(
