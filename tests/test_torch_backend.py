@@ -1309,6 +1309,8 @@ def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
         lambda x: torch.addcmul(x, x, torch.tanh(x), value=0.5),
         lambda x: torch.logsumexp(x, dim=-1, keepdim=True),
         lambda x: torch.logsumexp(x.reshape(4, 8, 8), dim=(1, 2)).reshape(4, 1),
+        lambda x: 2.0 / (x.abs() + 1.0) + torch.reciprocal(x * x + 0.5),
+        lambda x: torch.rsqrt(x * x + 1.0),  # outside an RMSNorm
     ],
     ids=[
         "abs",
@@ -1329,6 +1331,8 @@ def test_constant_pads_are_one_ugraph_and_other_modes_say_why(caplog):
         "addcmul",
         "logsumexp",
         "logsumexp_dims",
+        "reciprocal",
+        "rsqrt",
     ],
 )
 def test_activations_without_an_op_of_their_own_are_one_ugraph(fn, caplog):

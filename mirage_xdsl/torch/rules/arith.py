@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import fx
 from xdsl.ir import SSAValue
 
@@ -132,6 +133,19 @@ def div(c: Converter, node: fx.Node, a: Any, b: Any, **kw: Any) -> Value:
     if as_number(a) is not None:
         raise unsupported(node, "c / x (the kernel dialect has x / c only)")
     return elementwise("div")(c, node, a, b, **kw)
+
+
+def reciprocal_of(c: Converter, x: SSAValue) -> SSAValue:
+    """``1 / x``: a constant 1 (made at capture) divided by ``x``; ``1 / 0``
+    is inf, as in torch."""
+    return c.graph.div(c.constant(torch.ones(1)), x)
+
+
+def reciprocal(c: Converter, node: fx.Node, a: Any) -> Value:
+    """``torch.reciprocal(x)``, and so ``c / x`` (torch writes it as
+    ``reciprocal(x) * c``)."""
+    (x,) = tensor_operands(c, node, a)
+    return reciprocal_of(c, x)
 
 
 def sigmoid(c: Converter, node: fx.Node, a: Any) -> Value:

@@ -11,13 +11,12 @@ import torch
 from torch import fx
 
 from mirage_xdsl.torch.nodes import (
-    RMS_NORM_FORMS,
     aten,
     last_dim_only,
     node_shape,
     unsupported,
 )
-from mirage_xdsl.torch.rules.arith import broadcast_operands, unary
+from mirage_xdsl.torch.rules.arith import broadcast_operands, reciprocal_of, unary
 from mirage_xdsl.torch.rules.operands import (
     Converter,
     Partial,
@@ -163,9 +162,11 @@ def sqrt(c: Converter, node: fx.Node, a: Any) -> Value:
 
 
 def rsqrt(c: Converter, node: fx.Node, a: Any) -> Value:
+    """Inside an RMSNorm, a piece of it; elsewhere ``1 / sqrt(x)``."""
     ms = partial_of(c, a, "mean_square")
     if ms is None:
-        raise unsupported(node, f"rsqrt is only supported inside {RMS_NORM_FORMS}")
+        (x,) = tensor_operands(c, node, a)
+        return reciprocal_of(c, c.graph.sqrt(x))
     return Partial("inv_rms", ms.x, node, ms.eps)
 
 
