@@ -114,9 +114,20 @@ def node_dtype(node: fx.Node) -> Attribute:
     return DTYPES[dtype]
 
 
+def listed_dims(dims: Any) -> list[int]:
+    """Dims as torch passes them (one int, a list, or None for none), listed."""
+    if dims is None:
+        return []
+    return [dims] if isinstance(dims, int) else list(dims)
+
+
+def reduced_dims(dims: Any, rank: int) -> list[int]:
+    """:func:`listed_dims`, each once, counted from the front, in order."""
+    return sorted({d % rank for d in listed_dims(dims)})
+
+
 def last_dim_only(node: fx.Node, dims: Any, rank: int) -> bool:
-    dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return [d % rank for d in dims] == [rank - 1]
+    return [d % rank for d in listed_dims(dims)] == [rank - 1]
 
 
 def new_node(

@@ -274,8 +274,9 @@ def ordered_by_effects(graph: fx.Graph) -> Iterator[None]:
         roots = {alias_root(a) for a in node.all_input_nodes}
         for w in (w for root in roots for w in writes.get(root, ()) if w is not node):
             edge(*((w, node) if order[w] < order[node] else (node, w)))
+    nodes = list(order)
     for start, end in _vmap_nestings(graph):
-        for node in list(graph.nodes)[order[start] + 1 : order[end]]:
+        for node in nodes[order[start] + 1 : order[end]]:
             if node.op in ("call_function", "call_module"):
                 edge(start, node)
                 edge(node, end)

@@ -9,11 +9,13 @@ from typing import Any
 
 import torch
 from torch import fx
+from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import (
     aten,
     last_dim_only,
     node_shape,
+    reduced_dims,
     unsupported,
 )
 from mirage_xdsl.torch.rules.arith import broadcast_operands, reciprocal_of, unary
@@ -55,7 +57,7 @@ def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, *
         return Partial("mean_square", sq.x, node)
     if not dims or kw.get("dtype") is not None:
         raise unsupported(node, "a mean over every dim, or with a dtype")
-    reduced = sorted({d % len(shape) for d in dims})
+    reduced = reduced_dims(dims, len(shape))
     x = c.value(a)
     for d in reduced:
         x = c.graph.reduction(x, d)
@@ -100,15 +102,20 @@ def layer_norm(
     shape = node_shape(a)
     if list(normalized_shape) != [shape[-1]]:
         raise unsupported(node, "LayerNorm over more than the last dim")
-    x = c.value(a)
-    rank = len(shape)
-    mu = c.graph.mul_scalar(c.graph.reduction(x, rank - 1), 1.0 / shape[-1])
-    y = c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
+    y = _centred_norm(c, c.value(a), eps)
     if weight is not None:
         y = c.graph.mul(y, c.value(weight))
     if bias is not None:
         y = c.graph.add(y, c.value(bias))
     return y
+
+
+def _centred_norm(c: Converter, x: SSAValue, eps: float) -> SSAValue:
+    """``(x - mean) / sqrt(var + eps)`` over the last dim: the RMSNorm of
+    ``x - mean(x)``, exactly."""
+    shape = x.type.get_shape()  # type: ignore[attr-defined]
+    mu = c.graph.mul_scalar(c.graph.reduction(x, len(shape) - 1), 1.0 / shape[-1])
+    return c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
 
 
 def group_norm(
@@ -128,9 +135,7 @@ def group_norm(
     if len(shape) < 2 or shape[1] % groups:
         raise unsupported(node, f"a group norm of {groups} groups over {shape}")
     rows = (shape[0], groups, math.prod(shape[1:]) // groups)
-    x = c.graph.reshape(c.value(a), rows)
-    mu = c.graph.mul_scalar(c.graph.reduction(x, 2), 1.0 / rows[2])
-    y = c.graph.rms_norm(c.graph.add(x, c.graph.neg(mu)), float(eps))
+    y = _centred_norm(c, c.graph.reshape(c.value(a), rows), eps)
     y = c.graph.reshape(y, tuple(shape))
     per_channel = (shape[1], *(1,) * (len(shape) - 2))
     if weight is not None:
@@ -211,12 +216,12 @@ def vector_norm(
 ) -> Value:
     """``torch.linalg.vector_norm(x, 2, dims)`` (``x.norm(dim=...)``, and
     ``F.normalize``'s norm): ``sqrt(sum(x^2))`` over the dims."""
-    dims, keepdim = _listed(kw.get("dim", dims)), kw.get("keepdim", keepdim)
-    if ord not in (2, 2.0) or not dims or kw.get("dtype") is not None:
+    reduced = reduced_dims(kw.get("dim", dims), len(node_shape(a)))
+    keepdim = kw.get("keepdim", keepdim)
+    if ord not in (2, 2.0) or not reduced or kw.get("dtype") is not None:
         raise unsupported(node, "a vector norm other than the 2-norm over given dims")
-    shape = node_shape(a)
     x = c.graph.square(c.value(a))
-    for d in sorted({d % len(shape) for d in dims}):
+    for d in reduced:
         x = c.graph.reduction(x, d)
     x = c.graph.sqrt(x)
     return x if keepdim else c.graph.reshape(x, node_shape(node))
@@ -235,10 +240,9 @@ def variance(
     default 1): ``sum((x - mean)^2) / (n - k)`` over the dims; ``x.std``, its
     square root."""
     shape = node_shape(a)
-    dims = _listed(kw.get("dim", dims))
-    if not dims:
+    reduced = reduced_dims(kw.get("dim", dims), len(shape))
+    if not reduced:
         raise unsupported(node, "a variance over every dim")
-    reduced = sorted({d % len(shape) for d in dims})
     n = math.prod(shape[d] for d in reduced)
     correction = kw.get("correction", correction)
     keepdim = kw.get("keepdim", keepdim)
@@ -259,10 +263,3 @@ def variance(
     if node.target.overloadpacket is aten.std:
         out = c.graph.sqrt(out)
     return out if keepdim else c.graph.reshape(out, node_shape(node))
-
-
-def _listed(dims: Any) -> list[int]:
-    """Reduced dims as a list (one dim may come as an int)."""
-    if dims is None:
-        return []
-    return [dims] if isinstance(dims, int) else list(dims)

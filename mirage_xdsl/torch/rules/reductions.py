@@ -10,6 +10,7 @@ from mirage_xdsl.torch.nodes import (
     DTYPES,
     node_meta,
     node_shape,
+    reduced_dims,
     unsupported,
 )
 from mirage_xdsl.torch.rules.attention import masked_softmax
@@ -37,7 +38,7 @@ def reduce_sum(
     if kw.get("dtype") is not None and node_meta(node).dtype not in DTYPES:
         raise unsupported(node, f"a sum into {kw['dtype']} (mirage computes in floats)")
     (x,) = tensor_operands(c, node, a)
-    for d in sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims)}):
+    for d in reduced_dims(dims, rank):
         x = c.graph.reduction(x, d)
     return x if keepdim else c.graph.reshape(x, node_shape(node))
 
@@ -45,14 +46,13 @@ def reduce_sum(
 def _dims(node: fx.Node, a: Any, dims: Any, keepdim: Any, what: str) -> list[int]:
     """The reduced dims of a max over ``a``: explicit, kept (the dialect keeps
     reduced dims with size 1), each once and counted from the front."""
-    rank = len(node_shape(a))
-    listed = [dims] if isinstance(dims, int) else list(dims or [])
-    if not listed or not keepdim:
+    reduced = reduced_dims(dims, len(node_shape(a)))
+    if not reduced or not keepdim:
         raise unsupported(
             node,
             f"{what} needs explicit dims and keepdim=True (the dialect keeps them)",
         )
-    return sorted({d % rank for d in listed})
+    return reduced
 
 
 def amax(c: Converter, node: fx.Node, a: Any, dims: Any = (), keepdim=False) -> Value:
@@ -126,11 +126,9 @@ def log_softmax(c: Converter, node: fx.Node, a: Any, dim: int, *rest: Any) -> Va
 def logsumexp(c: Converter, node: fx.Node, a: Any, dims: Any, keepdim=False) -> Value:
     """``log(sum(exp(x - m))) + m`` over ``dims``, ``m`` their maximum (the
     shift keeps ``exp`` finite); without ``keepdim`` a reshape drops them."""
-    rank = len(node_shape(a))
-    listed = [dims] if isinstance(dims, int) else list(dims or [])
-    if not listed:
+    reduced = reduced_dims(dims, len(node_shape(a)))
+    if not reduced:
         raise unsupported(node, "a logsumexp over every dim")
-    reduced = sorted({d % rank for d in listed})
     (x,) = tensor_operands(c, node, a)
     m = x
     for d in reduced:
