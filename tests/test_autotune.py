@@ -240,6 +240,7 @@ def test_compiling_stops_at_the_deadline_and_late_settings_are_marked(
     assert all(isinstance(b, TritonBinary) for b in autotune._binaries.values())
 
 
+@pytest.mark.slow
 def test_a_kernel_not_compiled_by_the_deadline_gets_the_heuristic_unkept(
     program, tmp_path, monkeypatch
 ) -> None:
@@ -318,6 +319,7 @@ def test_a_candidate_whose_kernel_compiles_too_late_fails_its_build(
         assert time.monotonic() - began < 10
 
 
+@pytest.mark.slow
 def test_with_no_deadline_tuning_waits_for_a_slow_compile(
     program, tmp_path, monkeypatch
 ) -> None:

@@ -45,6 +45,7 @@ def test_every_kernel_costs_at_least_the_floor(name: str) -> None:
         assert all(k.seconds >= kernel_floor() for k in cost_model.kernel_costs(ug))
 
 
+@pytest.mark.slow
 def test_bound_keeps_the_cost_models_answer_and_skips_what_cannot_win() -> None:
     bounded = _search("gated_mlp", 16)
     unbounded = _search("gated_mlp", 16, bound=False)

@@ -87,8 +87,9 @@ def test_a_segmented_search_ends_within_its_budget():
     log = io.StringIO()
     start = time.monotonic()
     superoptimize(module, budget=3.0, jobs=1, cache_dir="none", log=log)
-    # 1.5 s over at most: 4.2 s was seen on a loaded two-core machine
-    assert time.monotonic() - start <= 3.0 + 1.5
+    # 2.5 s over at most: 4.2 and 4.9 s were seen on a loaded two-core
+    # machine (an unbudgeted phase would take far longer: 43 s once)
+    assert time.monotonic() - start <= 3.0 + 2.5
     lines = log.getvalue().splitlines()
     count = int(lines[0].split(": ")[1].split(" segment(s)")[0])
     shares = lines[0].split("shares of the budget: ")[1].split(", ")

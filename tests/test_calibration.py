@@ -40,6 +40,7 @@ def test_spearman() -> None:
     assert spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
 
 
+@pytest.mark.slow
 def test_fit_recovers_the_numbers_that_made_the_timings() -> None:
     """Timings made by a target with slower launches, less per-SM bandwidth
     and longer load latency: the fit from the datasheet target finds

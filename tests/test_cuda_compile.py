@@ -56,6 +56,7 @@ def test_example_compiles(path: Path) -> None:
 
 
 @needs_nvrtc
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(HANDWRITTEN))
 def test_handwritten_compiles_at_batch_eight(name: str) -> None:
     """At batch 1 each hand-written µGraph is an example file

@@ -91,6 +91,7 @@ def test_an_executor_picks_what_the_pool_picks(cluster, name) -> None:
     assert module_text(found) == _local(name)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_search_loses_only_its_tasks(cluster) -> None:
     _, client = cluster
     before = client.run(os.getpid)

@@ -104,6 +104,7 @@ def test_a_mixture_of_experts_gives_eager_tokens(caplog):
     assert any(re.search(r"mirage_\d+  aten\.linear ", m) for m in log)
 
 
+@pytest.mark.slow
 def test_prompts_of_other_lengths_keep_their_parts_as_mugraphs(caplog):
     """Without ``dynamic=False``, Dynamo traces the graph again with symbolic
     sizes once a prompt of another length comes; each length is then built

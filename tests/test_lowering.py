@@ -76,7 +76,7 @@ def _programs():
         yield name, build
 
 
-@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("batch", [1, pytest.param(8, marks=pytest.mark.slow)])
 @pytest.mark.parametrize(
     "name,build", list(_programs()), ids=[n for n, _ in _programs()]
 )

@@ -99,7 +99,10 @@ def test_gqa_forloop_accumulating_kernel() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["norm_transformer", pytest.param("qknorm_gqa", marks=pytest.mark.slow)],
+    [
+        pytest.param(n, marks=pytest.mark.slow)
+        for n in ("norm_transformer", "qknorm_gqa")
+    ],
 )
 def test_fewer_kernels(name: str) -> None:
     program, outcome = search(name)

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -27,6 +29,7 @@ class FixedGpu:
         return 1e-3 / len(module_text(module))
 
 
+@pytest.mark.slow
 def test_a_child_search_writes_its_timings(tmp_path) -> None:
     out = tmp_path / "child.json"
     args = SimpleNamespace(

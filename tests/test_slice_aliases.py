@@ -164,6 +164,7 @@ def one_token_decoder_layer():
     return capture(layer, [torch.randn(1, 1, 64)])
 
 
+@pytest.mark.slow
 def test_a_captured_layer_reads_its_projections_in_place(tmp_path) -> None:
     module = one_token_decoder_layer()
     assert all(is_alias(op) for op in slices(module))

@@ -65,7 +65,7 @@ def _leftovers(cache: Path) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_ctrl_c_returns_the_best_so_far_and_caches_nothing(tmp_path, jobs) -> None:
     fn = entry_function(_program())
     options = SearchOptions(jobs=jobs, **OPTIONS)
@@ -102,6 +102,7 @@ def test_a_search_its_budget_stopped_answers_only_as_short_a_budget(tmp_path) ->
     assert superoptimize_function(fn, short, None, str(tmp_path)).report.cached
 
 
+@pytest.mark.slow
 def test_a_longer_search_weighs_the_shorter_ones_pick_as_a_baseline(
     tmp_path, monkeypatch
 ) -> None:
@@ -225,6 +226,7 @@ def test_terminated_search_returns_its_best(tmp_path) -> None:
     assert _entries(tmp_path) == [] and _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_killed_search_leaves_no_workers_and_the_rerun_completes(tmp_path) -> None:
     proc = _start(tmp_path)
     _wait_for_depth_two(proc)
@@ -239,6 +241,7 @@ def test_killed_search_leaves_no_workers_and_the_rerun_completes(tmp_path) -> No
     _rerun_completes(tmp_path)
 
 
+@pytest.mark.slow
 def test_two_searches_share_one_cache(tmp_path) -> None:
     procs = [_start(tmp_path) for _ in range(2)]
     assert [_result(p)[::2] for p in procs] == [["complete", 1]] * 2

@@ -230,7 +230,7 @@ def _failures(rows: list[dict]) -> list[str]:
 @pytest.mark.parametrize(
     "batch, small",
     [
-        (1, True),
+        pytest.param(1, True, marks=pytest.mark.slow),
         pytest.param(1, False, marks=pytest.mark.slow),
         pytest.param(8, False, marks=pytest.mark.slow),
     ],
@@ -250,6 +250,7 @@ def test_interpreted_kernels_match_ours_on_every_workload(
     assert not _failures(rows)
 
 
+@pytest.mark.slow
 @needs_triton
 def test_interpreted_random_ugraphs_match_ours() -> None:
     rows = _interpret("random", "12", "100")

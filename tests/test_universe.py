@@ -42,7 +42,17 @@ def test_xdsl_opt_help_lists_our_passes_and_targets():
         assert name in flat
 
 
-@pytest.mark.parametrize("name", sorted(ALL_PASSES))
+SEARCHING_PASSES = {"apply-mirage-rewrites", "superoptimize"}
+"""Passes that search (seconds each): with ``-m slow``."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SEARCHING_PASSES else n
+        for n in sorted(ALL_PASSES)
+    ],
+)
 def test_xdsl_opt_runs_each_pass_like_mirage_opt(name, small_program, tmp_path):
     """Each tool gets an empty cache of its own, so xdsl-opt's superoptimize
     searches as mirage-opt's did instead of reading mirage-opt's result."""
