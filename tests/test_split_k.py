@@ -432,6 +432,7 @@ def _trusted(rows: list[dict], dtype: str) -> list[dict]:
     return [r for r in rows if dtype != "bf16" or r.get("form", "fma") == "fma"]
 
 
+@pytest.mark.slow
 @needs_triton
 def test_triton_runs_the_split_kernels(tmp_path: Path) -> None:
     cases = [

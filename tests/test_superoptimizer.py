@@ -85,6 +85,7 @@ def test_ctrl_c_returns_the_best_so_far_and_caches_nothing(tmp_path, jobs) -> No
     assert superoptimize_function(fn, options, None, str(tmp_path)).report.cached
 
 
+@pytest.mark.slow
 def test_a_search_its_budget_stopped_answers_only_as_short_a_budget(tmp_path) -> None:
     fn = entry_function(_program())
     short = SearchOptions(jobs=1, **{**OPTIONS, "budget": 1.0})
