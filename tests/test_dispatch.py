@@ -60,6 +60,22 @@ def test_another_executor_runs_the_tasks_and_picks_the_same() -> None:
     assert there.report.explored >= alone.report.explored
 
 
+@pytest.mark.slow
+def test_the_second_depths_tasks_are_made_on_the_workers_and_pick_the_same() -> None:
+    """A depth's tasks come from replaying its prefixes (their signatures,
+    then each group's extensions): the workers do that too, in order, so
+    the main process does not hold the second depth up, and the tasks and
+    the pick are those of a search that makes them itself."""
+    fn = entry_function(WORKLOADS["rmsnorm_linear"].module(1, 8))
+    options = SearchOptions(jobs=1, budget=300.0, bound=False)
+    alone = superoptimize_function(fn, options, cache_dir="none")
+    with Counting() as pool, executing(pool):
+        there = superoptimize_function(fn, options, cache_dir="none")
+    assert {"signature_chunk", "extension_chunk"} <= set(pool.submitted)
+    assert there.report.tasks == alone.report.tasks and len(alone.report.tasks) == 2
+    assert picked(there) == picked(alone)
+
+
 def test_a_task_carries_the_bound_and_the_deadline_of_its_sender() -> None:
     text = module_text(WORKLOADS["gated_mlp"].module(1, 8))
     spec = Spec(text, OPTIONS, code_version())

@@ -35,6 +35,7 @@ it readable; its key holds the version of the code (``version.py``).
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import time
@@ -49,11 +50,10 @@ from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search import labels as L
 from mirage_xdsl.search.block_layout import Layout
-from mirage_xdsl.search.bound import kernel_bound, kernel_floor, promising
+from mirage_xdsl.search.bound import kernel_floor, promising
 from mirage_xdsl.search.budget import Stop, reserve, signals
 from mirage_xdsl.search.cache import Cache, default_dir, search_key
 from mirage_xdsl.search.dispatch import executor_for
-from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.options import DEFAULT, SearchOptions
 from mirage_xdsl.search.pool import in_order
 from mirage_xdsl.search.progress import Progress
@@ -62,40 +62,54 @@ from mirage_xdsl.search.report import Candidate, Outcome, Report
 from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.task import Prefix, Task
 from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
-from mirage_xdsl.search.worker import Worker, cost_chunk, run_chunk
+from mirage_xdsl.search.worker import (
+    Extension,
+    Worker,
+    cost_chunk,
+    extension_chunk,
+    run_chunk,
+    signature_chunk,
+)
 
 __all__ = ["Candidate", "Measure", "Outcome", "Report", "superoptimize_function"]
 
 
 def _tasks(
-    generator: Generator,
     frontier: list[Prefix],
+    signatures: Iterable[tuple | None],
+    extensions: Callable[[list[tuple[Prefix, bool]]], Iterable[list[Extension]]],
     final: bool,
     costs: Mapping[Prefix, float] = MappingProxyType({}),
     limit: float = math.inf,
     due: Callable[[], bool] = lambda: False,
 ) -> list[Task | None]:
-    """One task per distinct prefix (by signature) and item; the prefixes
-    that share a signature ride along as the task's alternates, and the task
-    carries the least of their costs and the least its kernel can cost.
-    A task that cannot get under ``limit`` is None (counted, not run).
-    Making them replays every prefix, which takes long at depth 2: once
-    ``due`` says the time is up, the tasks made so far are returned."""
+    """One task per distinct prefix (by ``signatures``, each prefix's
+    :meth:`Generator.signature`) and item; the prefixes that share a
+    signature ride along as the task's alternates, and the task carries the
+    least of their costs and the least its kernel can cost. A task that
+    cannot get under ``limit`` is None (counted, not run).
+
+    Both the signatures and the ``extensions`` of each group's first prefix
+    replay prefixes, which takes long at depth 2 (seconds for a masked
+    attention's hundreds of prefixes): the search computes them on its
+    workers, in order, and once ``due`` says the time is up the tasks made
+    so far are returned."""
     groups: dict[tuple, list[Prefix]] = {}
-    for p in frontier:
+    for p, sig in zip(frontier, signatures, strict=False):
         if due():
             break
-        sig = generator.signature(p)
         if sig is not None:
             groups.setdefault(sig, []).append(p)
+    firsts = [(first, final) for first, *_ in groups.values()]
     ranked = []
-    for g, (first, *rest) in enumerate(groups.values()):
+    for g, ((first, *rest), found) in enumerate(
+        zip(groups.values(), extensions(firsts), strict=False)
+    ):
         if due():
             break
-        items = sorted(generator.items(first, final), key=_combines_first)
+        items = sorted(found, key=lambda e: _combines_first(e[0]))
         cost = min(costs.get(p, 0.0) for p in (first, *rest))
-        for i, item in enumerate(items):
-            bound = kernel_bound(generator, item)
+        for i, (item, bound) in enumerate(items):
             task = (
                 Task(first, item, final, tuple(rest), cost, bound)
                 if promising(cost, limit, bound)
@@ -136,10 +150,15 @@ def _search(
     frontier = [Prefix()]
     costs_of: dict[Prefix, float] = {}
 
+    def on_workers(fn: Callable[[list], list], items: list) -> Iterator:
+        """``fn`` over ``items`` on the pool, in order, until the deadline;
+        here without one, or for one item (the first depth's empty prefix)."""
+        if pool is None or len(items) < 2:
+            return (r for x in items if not stop.due(deadline) for r in fn([x], local))
+        return in_order(pool, fn, items, stop, deadline)
+
     def costs(prefixes: list[Prefix]) -> Iterator[float]:
-        if pool is None:
-            return (local.prefix_cost(p) for p in prefixes if not stop.due(deadline))
-        return in_order(pool, cost_chunk, prefixes, stop, deadline)
+        return on_workers(cost_chunk, prefixes)
 
     def due() -> bool:
         return stop.due(deadline)
@@ -152,7 +171,15 @@ def _search(
                 frontier = list(costs_of)
                 if not frontier:
                     break
-            tasks = _tasks(local.generator, frontier, final, costs_of, limit.value, due)
+            tasks = _tasks(
+                frontier,
+                on_workers(signature_chunk, frontier),
+                functools.partial(on_workers, extension_chunk),
+                final,
+                costs_of,
+                limit.value,
+                due,
+            )
             report.skipped += sum(not t for t in tasks)
             tasks = [t for t in tasks if t]
             report.tasks.append(len(tasks))

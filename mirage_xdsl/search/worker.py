@@ -20,7 +20,8 @@ from xdsl.dialects import func
 
 from mirage_xdsl.search import cost_model
 from mirage_xdsl.search.adapters import float_outputs
-from mirage_xdsl.search.bound import prefix_cost, promising
+from mirage_xdsl.search.block_layout import Layout
+from mirage_xdsl.search.bound import kernel_bound, prefix_cost, promising
 from mirage_xdsl.search.generator import Generator
 from mirage_xdsl.search.instantiate import instantiate
 from mirage_xdsl.search.optimizer import optimize
@@ -31,7 +32,11 @@ from mirage_xdsl.search.rules import Tensor
 from mirage_xdsl.search.screening import SCREEN_RANGE, screen
 from mirage_xdsl.search.stats import Stats
 from mirage_xdsl.search.task import Prefix, Task, rebased
-from mirage_xdsl.search.ugraph import UGraph
+from mirage_xdsl.search.ugraph import KernelOp, UGraph
+
+Extension = tuple[Layout | KernelOp, float]
+"""A way to extend a prefix by one kernel, and the least that kernel costs
+(``bound.kernel_bound``)."""
 
 Limit = Any
 """What a task's prefix plus one kernel must cost less than (the best
@@ -141,6 +146,12 @@ class Worker:
         g = self.generator
         return prefix_cost(g, prefix, self.full_args, self.options, self.finish)
 
+    def extensions(self, prefix: Prefix, final: bool) -> list[Extension]:
+        """The layouts and library ops that may extend ``prefix`` (in the
+        generator's order), each with the least its kernel costs."""
+        g = self.generator
+        return [(item, kernel_bound(g, item)) for item in g.items(prefix, final)]
+
 
 def size_variants(
     instantiations: list[tuple[float, UGraph]],
@@ -194,3 +205,22 @@ def cost_chunk(chunk: list[Prefix], worker: Worker | None = None) -> list[float]
     w = worker or _WORKER
     assert w is not None
     return [w.prefix_cost(p) for p in chunk]
+
+
+def signature_chunk(
+    chunk: list[Prefix], worker: Worker | None = None
+) -> list[tuple | None]:
+    """Each prefix's :meth:`Generator.signature` (None: it does not replay)."""
+    w = worker or _WORKER
+    assert w is not None
+    return [w.generator.signature(p) for p in chunk]
+
+
+def extension_chunk(
+    chunk: list[tuple[Prefix, bool]], worker: Worker | None = None
+) -> list[list[Extension]]:
+    """Each prefix's :meth:`Worker.extensions` (with whether its next kernel
+    is the last)."""
+    w = worker or _WORKER
+    assert w is not None
+    return [w.extensions(p, final) for p, final in chunk]
