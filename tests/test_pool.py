@@ -137,3 +137,15 @@ def test_in_order_stops_on_request_budget_and_lost_worker() -> None:
         assert stop.reason == f"worker {victim} died (SIGKILL)"
     finally:
         pool.terminate()
+
+
+def test_in_order_stops_at_the_deadline_when_results_come_quickly() -> None:
+    """Chunks that each finish well within a poll never time the wait out:
+    the clock is read before each result all the same."""
+    with Pool(2) as pool:
+        start = time.monotonic()
+        items = [0.02] * 400  # one by one: 4 s on each of two workers
+        got = list(in_order(pool, _sleeps, items, Stop(), start + 0.3))
+        took = time.monotonic() - start
+    assert 0 < len(got) < len(items)
+    assert took < 0.3 + 0.15

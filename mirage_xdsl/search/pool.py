@@ -299,9 +299,15 @@ def in_order(
         for i in range(0, len(items), size):
             futures.append(executor.submit(fn, items[i : i + size]))
         for future in futures:
-            while not cf.wait([future], timeout=POLL_SECONDS).done:
-                if stop.due(deadline):
-                    return
+            # the clock is read before each result, not only when a wait
+            # times out: chunks that finish within a poll of each other never
+            # time it out (a masked attention's prefixes were costed 0.9 s
+            # past the deadline so, and no candidate was left time to verify)
+            while not stop.due(deadline):
+                if cf.wait([future], timeout=POLL_SECONDS).done:
+                    break
+            else:
+                return
             yield from future.result()
     except Exception as e:
         if not lost(e):
