@@ -148,4 +148,4 @@ def test_in_order_stops_at_the_deadline_when_results_come_quickly() -> None:
         got = list(in_order(pool, _sleeps, items, Stop(), start + 0.3))
         took = time.monotonic() - start
     assert 0 < len(got) < len(items)
-    assert took < 0.3 + 0.15
+    assert took < 1.5  # all 400 take 4 s; a loaded machine may poll late
