@@ -27,6 +27,7 @@ from mirage_xdsl.torch.rules.operands import (
     partial_of,
     tensor_operands,
 )
+from mirage_xdsl.torch.rules.reductions import summed
 
 
 def pow_(c: Converter, node: fx.Node, a: Any, exponent: Any) -> Value:
@@ -58,9 +59,7 @@ def mean(c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, *
     if not dims or kw.get("dtype") is not None:
         raise unsupported(node, "a mean over every dim, or with a dtype")
     reduced = reduced_dims(dims, len(shape))
-    x = c.value(a)
-    for d in reduced:
-        x = c.graph.reduction(x, d)
+    x = summed(c, c.value(a), reduced)
     x = c.graph.mul_scalar(x, 1.0 / math.prod(shape[d] for d in reduced))
     return x if keepdim else c.graph.reshape(x, node_shape(node))
 
@@ -220,10 +219,7 @@ def vector_norm(
     keepdim = kw.get("keepdim", keepdim)
     if ord not in (2, 2.0) or not reduced or kw.get("dtype") is not None:
         raise unsupported(node, "a vector norm other than the 2-norm over given dims")
-    x = c.graph.square(c.value(a))
-    for d in reduced:
-        x = c.graph.reduction(x, d)
-    x = c.graph.sqrt(x)
+    x = c.graph.sqrt(summed(c, c.graph.square(c.value(a)), reduced))
     return x if keepdim else c.graph.reshape(x, node_shape(node))
 
 
@@ -252,13 +248,9 @@ def variance(
     if n - k <= 0:
         raise unsupported(node, f"a variance of {n} elements with correction {k}")
     x = c.value(a)
-    total = x
-    for d in reduced:
-        total = c.graph.reduction(total, d)
+    total = summed(c, x, reduced)
     d = c.graph.add(x, c.graph.neg(c.graph.mul_scalar(total, 1.0 / n)))
-    out = c.graph.square(d)
-    for r in reduced:
-        out = c.graph.reduction(out, r)
+    out = summed(c, c.graph.square(d), reduced)
     out = c.graph.mul_scalar(out, 1.0 / (n - k))
     if node.target.overloadpacket is aten.std:
         out = c.graph.sqrt(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch import fx
+from xdsl.ir import SSAValue
 
 from mirage_xdsl.torch.nodes import (
     DTYPES,
@@ -25,6 +26,21 @@ from mirage_xdsl.torch.rules.operands import (
 from mirage_xdsl.torch.rules.slicing import piece
 
 
+def summed(c: Converter, x: SSAValue, dims: list[int]) -> SSAValue:
+    """``x`` summed over each of ``dims``, one reduction a dim (each kept
+    with size 1, as the dialect keeps reduced dims)."""
+    for d in dims:
+        x = c.graph.reduction(x, d)
+    return x
+
+
+def maxed(c: Converter, x: SSAValue, dims: list[int]) -> SSAValue:
+    """The maximum of ``x`` over each of ``dims`` (a maximum of maxima)."""
+    for d in dims:
+        x = c.graph.reduce_max(x, d)
+    return x
+
+
 def reduce_sum(
     c: Converter, node: fx.Node, a: Any, dims: Any = None, keepdim=False, **kw: Any
 ) -> Value:
@@ -38,8 +54,7 @@ def reduce_sum(
     if kw.get("dtype") is not None and node_meta(node).dtype not in DTYPES:
         raise unsupported(node, f"a sum into {kw['dtype']} (mirage computes in floats)")
     (x,) = tensor_operands(c, node, a)
-    for d in reduced_dims(dims, rank):
-        x = c.graph.reduction(x, d)
+    x = summed(c, x, reduced_dims(dims, rank))
     return x if keepdim else c.graph.reshape(x, node_shape(node))
 
 
@@ -60,9 +75,7 @@ def amax(c: Converter, node: fx.Node, a: Any, dims: Any = (), keepdim=False) -> 
     maximum over several dims is the maximum of maxima)."""
     reduced = _dims(node, a, dims, keepdim, "amax")
     (x,) = tensor_operands(c, node, a)
-    for d in reduced:
-        x = c.graph.reduce_max(x, d)
-    return x
+    return maxed(c, x, reduced)
 
 
 def max_(c: Converter, node: fx.Node, a: Any, *args: Any, **kw: Any) -> Value:
@@ -130,11 +143,7 @@ def logsumexp(c: Converter, node: fx.Node, a: Any, dims: Any, keepdim=False) -> 
     if not reduced:
         raise unsupported(node, "a logsumexp over every dim")
     (x,) = tensor_operands(c, node, a)
-    m = x
-    for d in reduced:
-        m = c.graph.reduce_max(m, d)
-    total = c.graph.exp(c.graph.add(x, c.graph.neg(m)))
-    for d in reduced:
-        total = c.graph.reduction(total, d)
+    m = maxed(c, x, reduced)
+    total = summed(c, c.graph.exp(c.graph.add(x, c.graph.neg(m))), reduced)
     y = c.graph.add(c.graph.log(total), m)
     return y if keepdim else c.graph.reshape(y, node_shape(node))
