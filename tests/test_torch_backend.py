@@ -440,9 +440,9 @@ def spy_inductor(monkeypatch):
     graphs = []
     compile_fx = glue.compile_fx
 
-    def recorded(gm, example_inputs):
+    def recorded(gm, example_inputs, combo=True):
         graphs.append(gm)
-        return compile_fx(gm, example_inputs)
+        return compile_fx(gm, example_inputs, combo)
 
     monkeypatch.setattr(glue, "compile_fx", recorded)
     return graphs
@@ -483,7 +483,7 @@ def test_a_failing_ugraph_in_inductor_glue_runs_as_torch(caplog, monkeypatch):
 def test_glue_inductor_cannot_compile_runs_eagerly(caplog, monkeypatch):
     from mirage_xdsl.torch import glue
 
-    def refused(gm, example_inputs):
+    def refused(gm, example_inputs, combo=True):
         raise RuntimeError("no compiler\nsecond line")
 
     monkeypatch.setattr(glue, "compile_fx", refused)
@@ -543,14 +543,92 @@ def test_inductor_glue_converts_an_input_once_for_every_part(monkeypatch):
         got, run(scaled_twice_around_a_write), rtol=2e-3, atol=2e-3
     )
     (graph,) = graphs
-    nodes = list(graph.graph.nodes)
-    casts = [
-        n for n in nodes if n.target is torch.ops.prims.convert_element_type.default
-    ]
+    casts = conversions(graph)
     assert len(casts) == 1 and casts[0].args[1] == torch.float16
-    parts = [n for n in nodes if str(n.target) == "mirage.part.default"]
+    # read by two parts, it is the opaque conversion Inductor computes once
+    assert casts[0].target is torch.ops.mirage.converted.default
+    parts = [n for n in graph.graph.nodes if str(n.target) == "mirage.part.default"]
     assert len(parts) == 2 and all(casts[0] in p.args[1] for p in parts)
     assert set(given) == {torch.float16}
+
+
+def conversions(graph):
+    """The dtype conversions of a glue graph: Inductor's, and the opaque one."""
+    kinds = (
+        torch.ops.prims.convert_element_type.default,
+        torch.ops.mirage.converted.default,
+    )
+    return [n for n in graph.graph.nodes if n.target in kinds]
+
+
+def scaled_around_a_write(x, scale, cache, position):
+    y = torch.exp(x * scale.to(x.dtype))  # a µGraph reading fp32 scale as fp16
+    cache.index_copy_(0, position, y)  # torch, after it
+    return torch.sqrt(cache + 1.0)  # a µGraph not reading scale
+
+
+def test_inductor_glue_leaves_a_conversion_one_part_reads_to_inductor(monkeypatch):
+    """A conversion only one part reads stays Inductor's, to be fused into the
+    kernel that makes its input; the results equal torch's."""
+    graphs = spy_inductor(monkeypatch)
+
+    def run(fn):
+        g = torch.Generator().manual_seed(5)
+        x = torch.rand(2, 4, generator=g).half()
+        scale = torch.rand(4, generator=g) + 0.5
+        cache = torch.zeros(5, 4, dtype=torch.float16)
+        return fn(x, scale, cache, torch.tensor([0, 2])), cache
+
+    options = {**INTERPRET, "glue": "inductor"}
+    fn = scaled_around_a_write
+    got = run(torch.compile(fn, backend="mirage", options=options))
+    torch.testing.assert_close(got, run(fn), rtol=2e-3, atol=2e-3)
+    (graph,) = graphs
+    (cast,) = conversions(graph)
+    assert cast.target is torch.ops.prims.convert_element_type.default
+
+
+def test_inductor_compiles_the_glue_with_combo_kernels(monkeypatch):
+    """Inductor builds the glue with combo kernels on (the small writes
+    between two parts in one launch), and only the glue: the setting is
+    Inductor's default again after."""
+    import torch._inductor.compile_fx as inductor
+    import torch._inductor.config as config
+
+    seen = []
+    compile_fx = inductor.compile_fx
+
+    def recorded(gm, example_inputs, *args, **kwargs):
+        seen.append(config.combo_kernels)
+        return compile_fx(gm, example_inputs, *args, **kwargs)
+
+    monkeypatch.setattr(inductor, "compile_fx", recorded)
+    before = config.combo_kernels
+    torch.testing.assert_close(cache_write_run("inductor"), cache_write_run())
+    assert seen == [True] and config.combo_kernels == before
+
+
+def test_glue_combo_kernels_failing_is_built_without_them(caplog, monkeypatch):
+    """Where Inductor fails with combo kernels, the glue is built again
+    without them (one line says so), not run eagerly."""
+    import torch._inductor.compile_fx as inductor
+    import torch._inductor.config as config
+
+    seen = []
+    compile_fx = inductor.compile_fx
+
+    def combo_fails(gm, example_inputs, *args, **kwargs):
+        seen.append(config.combo_kernels)
+        if config.combo_kernels:
+            raise RuntimeError("combo kernels broke\nsecond line")
+        return compile_fx(gm, example_inputs, *args, **kwargs)
+
+    monkeypatch.setattr(inductor, "compile_fx", combo_fails)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        torch.testing.assert_close(cache_write_run("inductor"), cache_write_run())
+    assert seen == [True, False]
+    (line,) = [m for m in mirage_log(caplog) if "glue" in m]
+    assert line.endswith("glue is built without combo kernels: combo kernels broke")
 
 
 def two_slices_around_a_write(x, w, cache, position):
@@ -612,8 +690,11 @@ def masked_twice_around_a_write(x, mask, cache, position):
 
 def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
     """An input a part reads from an earlier part's op (here a view of a
-    boolean mask) is converted in the glue graph too: no part converts one."""
-    given = spy_part_input_dtypes(monkeypatch)
+    boolean mask) is converted in the glue graph too: no part converts one.
+    Both parts read the mask, the second through the view the first passes
+    on; the graph converts it once (a decoder layer's parts each converted
+    their model's one mask, a kernel per layer)."""
+    graphs, given = spy_inductor(monkeypatch), spy_part_input_dtypes(monkeypatch)
 
     def run(fn):
         g = torch.Generator().manual_seed(4)
@@ -627,6 +708,9 @@ def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
     got = run(torch.compile(fn, backend="mirage", options=options))
     torch.testing.assert_close(got, run(fn), rtol=2e-3, atol=2e-3)
     assert given and set(given) == {torch.float16}
+    (graph,) = graphs
+    parts = [n for n in graph.graph.nodes if str(n.target) == "mirage.part.default"]
+    assert len(parts) == 2 and len(conversions(graph)) == 1
 
 
 def test_a_compiled_graph_gone_unregisters_its_parts():

@@ -25,11 +25,21 @@ An input of another dtype than the part's program computes in (rotary's
 fp32 cos and sin, a boolean mask) is converted in the graph, before the op:
 Inductor fuses the conversion into the kernel that makes the input, and one
 converted tensor serves every part that reads it (each decoder layer), where
-the part would convert it itself, one copy kernel per part and call.
+the part would convert it itself, one copy kernel per part and call. That
+holds for a tensor a part passes on as a view (a layer's mask, reshaped for
+the next layer's part): its reshapes share the one conversion. A conversion
+more than one part reads is an opaque op of its own
+(``torch.ops.mirage.converted``), since Inductor computes a tensor that
+several opaque ops read once for each of them.
+
+Inductor compiles the glue with combo kernels on: the small independent
+kernels between two parts (a layer's key and value cache writes, the cache
+counters) run as one launch where they would be one each.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import operator
@@ -63,6 +73,20 @@ def part_op(key: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     if plan is not None:
         return returned(part, plan, tuple(inputs))
     return part.compute(*inputs)
+
+
+@torch.library.custom_op("mirage::converted", mutates_args=())
+def converted_op(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` as ``dtype``, for more than one part: a tensor Inductor computes
+    and several opaque ops read, it computes again for each of them (a
+    model's one mask, converted once per decoder layer). An opaque op's
+    result is computed once."""
+    return x.to(dtype)
+
+
+@converted_op.register_fake
+def _converted_op_fake(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty_like(x, dtype=dtype)
 
 
 @part_op.register_fake
@@ -104,10 +128,11 @@ def as_custom_ops(gm: fx.GraphModule) -> list[str]:
     ]
     converted: dict[tuple[fx.Node, torch.dtype], fx.Node] = {}
     dtypes: dict[fx.Node, torch.dtype] = {}
+    readers: dict[fx.Node, fx.Node] = {}
     keys = []
     for node in calls:
         part = gm.get_submodule(node.target)
-        originals = _convert_inputs(gm.graph, node, part, converted, dtypes)
+        originals = _convert_inputs(gm.graph, node, part, converted, dtypes, readers)
         keys.append(register(part))
         _replace(gm.graph, node, part, keys[-1], originals, dtypes)
         gm.graph.erase_node(node)
@@ -123,11 +148,14 @@ def _convert_inputs(
     part: MiragePart,
     converted: dict[tuple[fx.Node, torch.dtype], fx.Node],
     dtypes: dict[fx.Node, torch.dtype],
+    readers: dict[fx.Node, fx.Node],
 ) -> list[Any]:
     """Make each input of ``node`` of another dtype than its part's program
-    takes a conversion node (``converted``: those made so far, shared); the
-    inputs as they were. An input's dtype is its metadata's, or for an
-    output of an earlier part's op, ``dtypes``'."""
+    takes a conversion node (``converted``: those made so far, shared; a
+    reshape of a tensor shares the tensor's); the inputs as they were. An
+    input's dtype is its metadata's, or for an output of an earlier part's
+    op, ``dtypes``'. A conversion more than one part reads is the opaque
+    :func:`converted_op` (``readers``: the first part to read each)."""
     originals = list(node.args)
     args = list(originals)
     for i, (arg, dtype) in enumerate(zip(args, part.input_dtypes, strict=False)):
@@ -137,14 +165,34 @@ def _convert_inputs(
         has = dtypes.get(arg, val.dtype if isinstance(val, torch.Tensor) else None)
         if has is None or has == dtype:
             continue
+        root = _unreshaped(arg)
+        if (root, dtype) not in converted:
+            with graph.inserting_before(node):
+                converted[root, dtype] = graph.call_function(
+                    torch.ops.prims.convert_element_type.default, (root, dtype)
+                )
+            readers[converted[root, dtype]] = node
+        elif readers[converted[root, dtype]] is not node:  # a second part reads it
+            converted[root, dtype].target = torch.ops.mirage.converted.default
         if (arg, dtype) not in converted:
             with graph.inserting_before(node):
                 converted[arg, dtype] = graph.call_function(
-                    torch.ops.prims.convert_element_type.default, (arg, dtype)
+                    torch.ops.aten.reshape.default,
+                    (converted[root, dtype], arg.args[1]),
                 )
         args[i] = converted[arg, dtype]
     node.args = tuple(args)
     return originals
+
+
+def _unreshaped(node: fx.Node) -> fx.Node:
+    """``node`` through its reshapes (an output that is a view of a part's
+    input: a layer's mask, passed on to the next layer's part). Converting
+    that tensor once and reshaping the converted one computes what
+    converting each reshape would."""
+    while node.op == "call_function" and node.target is torch.ops.aten.reshape.default:
+        node = node.args[0]
+    return node
 
 
 def _replace(
@@ -229,8 +277,15 @@ def _view(
     shape: tuple[int, ...],
     to: torch.dtype,
 ) -> fx.Node:
-    """``base`` (of ``dtype``) reshaped to ``shape``, converted to ``to``."""
-    view = graph.call_function(torch.ops.aten.reshape.default, (base, list(shape)))
+    """``base`` (of ``dtype``) reshaped to ``shape``, converted to ``to``.
+    ``base`` itself where it has that shape: Inductor realizes a reshape of a
+    tensor it computes (a layer's mask, passed on to the next layer's part)
+    as a buffer of its own, computed again, one kernel per part."""
+    val = base.meta.get("val")
+    if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(shape):
+        view = base
+    else:
+        view = graph.call_function(torch.ops.aten.reshape.default, (base, list(shape)))
     if dtype == to:
         return view
     return graph.call_function(torch.ops.prims.convert_element_type.default, (view, to))
@@ -269,15 +324,27 @@ def _forget(keys: list[str]) -> None:
 def _compiled_glue(
     gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
 ) -> Callable[..., Any]:
-    """Inductor's build of ``gm``, or ``gm`` where it cannot be used."""
+    """Inductor's build of ``gm`` (with combo kernels, or without where those
+    fail), or ``gm`` where it cannot be used."""
+    spare = copy.deepcopy(gm)  # Inductor may have changed the graph it failed on
     try:
         return compile_fx(_plain(gm), list(example_inputs))
     except Exception as e:
-        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        log.warning(
-            "mirage: graph %d glue runs eagerly: Inductor failed: %s", graph, why
+        log.info(
+            "mirage: graph %d glue is built without combo kernels: %s", graph, _why(e)
         )
-        return gm
+    try:
+        return compile_fx(_plain(spare), list(example_inputs), combo=False)
+    except Exception as e:
+        log.warning(
+            "mirage: graph %d glue runs eagerly: Inductor failed: %s", graph, _why(e)
+        )
+        return spare
+
+
+def _why(e: Exception) -> str:
+    """The first line of ``e``'s message, or its kind."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _plain(gm: fx.GraphModule) -> fx.GraphModule:
@@ -290,8 +357,13 @@ def _plain(gm: fx.GraphModule) -> fx.GraphModule:
     return fx.GraphModule(gm, gm.graph)
 
 
-def compile_fx(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    """Inductor's ``compile_fx`` (imported late: importing Inductor is slow)."""
+def compile_fx(
+    gm: fx.GraphModule, example_inputs: list[Any], combo: bool = True
+) -> Callable[..., Any]:
+    """Inductor's ``compile_fx``, with combo kernels or without (imported
+    late: importing Inductor is slow)."""
+    from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx as inductor
 
-    return inductor(gm, example_inputs)
+    with config.patch(combo_kernels=combo):
+        return inductor(gm, example_inputs)
