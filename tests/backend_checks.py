@@ -9,6 +9,7 @@ sm_90 in every form.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,14 @@ from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering import nvrtc
 from mirage_xdsl.lowering.cuda import generate_program
+
+
+@functools.cache
+def _interpreted(programs: tuple[Path, ...]) -> list[dict]:
+    """Triton's interpreter on each of ``programs``, in one process (its
+    start, importing torch and Triton, costs more than a small program's
+    run): the rows of a class's programs, for each of its tests."""
+    return _interpret("file", *map(str, programs))
 
 
 def parse_program(path: Path):
@@ -49,7 +58,7 @@ class BackendChecks:
 
     @needs_triton
     def test_triton_kernels_match_the_interpreter(self, program: Path) -> None:
-        rows = _interpret("file", str(program))
+        rows = [r for r in _interpreted(self.PROGRAMS) if r["case"] == str(program)]
         assert rows and not _failures(rows)
 
     @needs_triton

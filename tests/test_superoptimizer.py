@@ -207,6 +207,7 @@ def _rerun_completes(cache: Path) -> None:
     assert _result(_start(cache)) == ["complete", True, 1]  # from the cache
 
 
+@pytest.mark.slow  # a killed worker's stop: tests/test_pool.py, in the default run
 def test_killed_worker_stops_the_search_and_the_rerun_completes(tmp_path) -> None:
     proc = _start(tmp_path)
     _wait_for_depth_two(proc)
