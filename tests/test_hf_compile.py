@@ -414,3 +414,22 @@ def test_whisper_is_one_mugraph_with_its_convolutions(caplog):
     assert not backend_warnings(caplog.records)
     assert "aten.conv1d" not in kept_in_torch(caplog)
     assert any(re.search(r"ops as 1 µGraphs", m) for m in caplog.messages)
+
+
+@pytest.mark.slow  # the counters' rewrite alone: tests/test_increments.py
+def test_inductor_glue_gives_eager_tokens_with_one_bump_of_the_counters(monkeypatch):
+    """Through Inductor's glue (the CUDA default), a static cache's length
+    counters, one a layer, are bumped by one ``_foreach_add_`` in the decode
+    step's graph (``increments.py``), and the tokens are eager's."""
+    from test_torch_backend import spy_inductor
+
+    graphs = spy_inductor(monkeypatch)
+    model = tiny_llama(torch.float32)
+    options = {**INTERPRET, "glue": "inductor"}
+    compiled = torch.compile(model, backend="mirage", dynamic=False, options=options)
+    assert greedy(model, compiled, 4) == greedy(model, model, 4)
+    foreach = torch.ops.aten._foreach_add_.Scalar
+    bumps = [
+        len(n.args[0]) for g in graphs for n in g.graph.nodes if n.target is foreach
+    ]
+    assert LAYERS in bumps

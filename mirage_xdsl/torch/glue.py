@@ -33,8 +33,11 @@ more than one part reads is an opaque op of its own
 several opaque ops read once for each of them.
 
 Inductor compiles the glue with combo kernels on: the small independent
-kernels between two parts (a layer's key and value cache writes, the cache
-counters) run as one launch where they would be one each.
+kernels between two parts (a layer's key and value cache writes) run as one
+launch where they would be one each. The in-place increments of graph inputs
+(a static cache's length counter per layer) are gathered into one
+``_foreach_add_`` first (``increments.py``), which Inductor builds as one
+kernel.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import torch
 from torch import fx
 
 from mirage_xdsl.torch.gradients import records
+from mirage_xdsl.torch.increments import gather_increments
 from mirage_xdsl.torch.part import MiragePart
 from mirage_xdsl.torch.returns import Returns, returned, returns_of
 
@@ -324,14 +328,18 @@ def _forget(keys: list[str]) -> None:
 def _compiled_glue(
     gm: fx.GraphModule, example_inputs: Sequence[Any], graph: int
 ) -> Callable[..., Any]:
-    """Inductor's build of ``gm`` (with combo kernels, or without where those
-    fail), or ``gm`` where it cannot be used."""
+    """Inductor's build of ``gm`` (with combo kernels and its in-place
+    increments gathered, or as it is without where that fails), or ``gm``
+    where it cannot be used."""
     spare = copy.deepcopy(gm)  # Inductor may have changed the graph it failed on
+    gather_increments(gm)
     try:
         return compile_fx(_plain(gm), list(example_inputs))
     except Exception as e:
         log.info(
-            "mirage: graph %d glue is built without combo kernels: %s", graph, _why(e)
+            "mirage: graph %d glue is built as it is, without combo kernels: %s",
+            graph,
+            _why(e),
         )
     try:
         return compile_fx(_plain(spare), list(example_inputs), combo=False)
