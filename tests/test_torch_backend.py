@@ -494,6 +494,22 @@ def test_glue_inductor_cannot_compile_runs_eagerly(caplog, monkeypatch):
     assert line.endswith("glue runs eagerly: Inductor failed: no compiler")
 
 
+def test_a_glue_graph_that_cannot_be_copied_is_built_once(monkeypatch):
+    """A graph the retry cannot keep a copy of is built once, with combo
+    kernels and its increments as they are; the results equal torch's."""
+    import types
+
+    from mirage_xdsl.torch import glue
+
+    def uncopyable(x):
+        raise TypeError("cannot copy")
+
+    monkeypatch.setattr(glue, "copy", types.SimpleNamespace(deepcopy=uncopyable))
+    graphs = spy_inductor(monkeypatch)
+    torch.testing.assert_close(cache_write_run("inductor"), cache_write_run())
+    assert len(graphs) == 1
+
+
 def test_backend_rejects_unknown_glue():
     gm = torch.fx.symbolic_trace(lambda x: x.exp())
     with pytest.raises(MirageError, match="backend option 'glue'"):

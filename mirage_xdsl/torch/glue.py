@@ -331,23 +331,28 @@ def _compiled_glue(
     """Inductor's build of ``gm`` (with combo kernels and its in-place
     increments gathered, or as it is without where that fails), or ``gm``
     where it cannot be used."""
-    spare = copy.deepcopy(gm)  # Inductor may have changed the graph it failed on
-    gather_increments(gm)
     try:
-        return compile_fx(_plain(gm), list(example_inputs))
-    except Exception as e:
-        log.info(
-            "mirage: graph %d glue is built as it is, without combo kernels: %s",
-            graph,
-            _why(e),
-        )
+        spare = copy.deepcopy(gm)  # Inductor may change the graph it fails on
+    except Exception:  # a graph that cannot be copied gets one try, as it is
+        spare = None
+    if spare is not None:
+        gather_increments(gm)
+        try:
+            return compile_fx(_plain(gm), list(example_inputs))
+        except Exception as e:
+            log.info(
+                "mirage: graph %d glue is built as it is, without combo kernels: %s",
+                graph,
+                _why(e),
+            )
+        gm = spare
     try:
-        return compile_fx(_plain(spare), list(example_inputs), combo=False)
+        return compile_fx(_plain(gm), list(example_inputs), combo=spare is None)
     except Exception as e:
         log.warning(
             "mirage: graph %d glue runs eagerly: Inductor failed: %s", graph, _why(e)
         )
-        return spare
+        return gm
 
 
 def _why(e: Exception) -> str:
