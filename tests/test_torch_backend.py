@@ -531,6 +531,16 @@ def spy_part_input_dtypes(monkeypatch):
     return given
 
 
+def around_a_write(fn, seed, second):
+    """``fn`` on an fp16 ``x``, ``second`` (made from the same generator),
+    a zeroed fp16 cache and two positions; its outputs and the cache."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(2, 4, generator=g).half()
+    other = second(g)
+    cache = torch.zeros(5, 4, dtype=torch.float16)
+    return fn(x, other, cache, torch.tensor([0, 2])), cache
+
+
 def scaled_twice_around_a_write(x, scale, cache, position):
     y = torch.exp(x * scale.to(x.dtype))  # a µGraph reading fp32 scale as fp16
     cache.index_copy_(0, position, y)  # torch, between the two
@@ -544,12 +554,7 @@ def test_inductor_glue_converts_an_input_once_for_every_part(monkeypatch):
     graphs, given = spy_inductor(monkeypatch), spy_part_input_dtypes(monkeypatch)
 
     def run(fn):
-        g = torch.Generator().manual_seed(3)
-        x = torch.rand(2, 4, generator=g).half()
-        scale = torch.rand(4, generator=g) + 0.5
-        cache = torch.zeros(5, 4, dtype=torch.float16)
-        out = fn(x, scale, cache, torch.tensor([0, 2]))
-        return out, cache
+        return around_a_write(fn, 3, lambda g: torch.rand(4, generator=g) + 0.5)
 
     options = {**INTERPRET, "glue": "inductor"}
     got = run(
@@ -589,11 +594,7 @@ def test_inductor_glue_leaves_a_conversion_one_part_reads_to_inductor(monkeypatc
     graphs = spy_inductor(monkeypatch)
 
     def run(fn):
-        g = torch.Generator().manual_seed(5)
-        x = torch.rand(2, 4, generator=g).half()
-        scale = torch.rand(4, generator=g) + 0.5
-        cache = torch.zeros(5, 4, dtype=torch.float16)
-        return fn(x, scale, cache, torch.tensor([0, 2])), cache
+        return around_a_write(fn, 5, lambda g: torch.rand(4, generator=g) + 0.5)
 
     options = {**INTERPRET, "glue": "inductor"}
     fn = scaled_around_a_write
@@ -713,11 +714,7 @@ def test_inductor_glue_converts_an_earlier_parts_output(monkeypatch):
     graphs, given = spy_inductor(monkeypatch), spy_part_input_dtypes(monkeypatch)
 
     def run(fn):
-        g = torch.Generator().manual_seed(4)
-        x = torch.rand(2, 4, generator=g).half()
-        mask = torch.rand(4, generator=g) > 0.3
-        cache = torch.zeros(5, 4, dtype=torch.float16)
-        return fn(x, mask, cache, torch.tensor([0, 2])), cache
+        return around_a_write(fn, 4, lambda g: torch.rand(4, generator=g) > 0.3)
 
     options = {**INTERPRET, "glue": "inductor"}
     fn = masked_twice_around_a_write
