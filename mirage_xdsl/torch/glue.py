@@ -336,9 +336,10 @@ def _compiled_glue(
     except Exception:  # a graph that cannot be copied gets one try, as it is
         spare = None
     if spare is not None:
-        gather_increments(gm)
+        plain = _plain(gm)  # without the input guards, which read every input
+        gather_increments(plain)
         try:
-            return compile_fx(_plain(gm), list(example_inputs))
+            return compile_fx(plain, list(example_inputs))
         except Exception as e:
             log.info(
                 "mirage: graph %d glue is built as it is, without combo kernels: %s",
