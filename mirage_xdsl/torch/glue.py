@@ -285,7 +285,7 @@ def _view(
     ``base`` itself where it has that shape: Inductor realizes a reshape of a
     tensor it computes (a layer's mask, passed on to the next layer's part)
     as a buffer of its own, computed again, one kernel per part."""
-    val = base.meta.get("val")
+    val = base.meta.get("val") if isinstance(base, fx.Node) else None
     if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(shape):
         view = base
     else:

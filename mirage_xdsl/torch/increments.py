@@ -10,9 +10,12 @@ Inductor builds as one kernel for all of them.
 
 :func:`gather_increments` replaces the in-place additions of one constant to
 graph inputs by one ``aten._foreach_add_.Scalar`` at the end of the graph,
-where that computes the same: an addition is taken only if nothing reads
-its tensor after it (the layer read its counter before bumping it), and its
-tensor is a graph input or that input under a ``to`` that changes nothing.
+where that computes the same: an addition is taken only if its tensor is a
+graph input (or may be a view of one: ``to``, ``view``, any op whose schema
+says its result may alias its argument), and nothing reads that input or
+any view of it after the addition (the layer read its counter before
+bumping it). The ``_foreach_add_`` adds to the very tensors the additions
+did.
 """
 
 from __future__ import annotations
@@ -23,11 +26,6 @@ import torch
 from torch import fx
 
 _ADDS = (torch.ops.aten.add_.Tensor, torch.ops.aten.add_.Scalar)
-_NO_OP_TOS = (
-    torch.ops.aten.to.dtype,
-    torch.ops.aten.to.dtype_layout,
-    torch.ops.aten.to.device,
-)
 
 
 def gather_increments(gm: fx.GraphModule) -> int:
@@ -69,47 +67,44 @@ def _increment(node: fx.Node, order: dict[fx.Node, int]) -> int | float | None:
     tensor, step = node.args
     if isinstance(step, bool) or not isinstance(step, (int, float)):
         return None
-    aliases = _input_aliases(tensor)
-    if aliases is None:
+    source = _source(tensor)
+    if source is None or source.op != "placeholder":
         return None
-    later = (u for a in aliases for u in a.users if u is not node)
+    later = (u for a in _aliases(source) for u in a.users if u is not node)
     if any(order[u] > order[node] for u in later):
         return None
     return step
 
 
-def _input_aliases(node: object) -> list[fx.Node] | None:
-    """The graph input ``node`` is (itself, or under ``to`` calls that change
-    nothing) and every such alias of it; None where it is no graph input."""
+def _may_alias(node: fx.Node) -> bool:
+    """Whether ``node``'s result may be (a view of) its first argument, by
+    its op's schema (``to``, ``view``, ``reshape``, a slice, an in-place op)."""
+    schema = getattr(node.target, "_schema", None)
+    return (
+        node.op == "call_function"
+        and schema is not None
+        and bool(schema.returns)
+        and schema.returns[0].alias_info is not None
+        and bool(node.args)
+        and isinstance(node.args[0], fx.Node)
+    )
+
+
+def _source(node: object) -> fx.Node | None:
+    """The node ``node`` may be a view of, through ops that may alias."""
     if not isinstance(node, fx.Node):
         return None
-    while node.op == "call_function" and node.target in _NO_OP_TOS:
-        if not _same_tensor(node, node.args[0]):
-            return None
+    while _may_alias(node):
         node = node.args[0]
-    if node.op != "placeholder":
-        return None
-    aliases, todo = [], [node]
+    return node
+
+
+def _aliases(source: fx.Node) -> list[fx.Node]:
+    """``source`` and every node that may be a view of it: a read of any of
+    them after an increment reads the incremented tensor."""
+    aliases, todo = [], [source]
     while todo:
         alias = todo.pop()
         aliases.append(alias)
-        todo.extend(
-            u
-            for u in alias.users
-            if u.target in _NO_OP_TOS and u.args[0] is alias and _same_tensor(u, alias)
-        )
+        todo.extend(u for u in alias.users if _may_alias(u) and u.args[0] is alias)
     return aliases
-
-
-def _same_tensor(to: fx.Node, source: object) -> bool:
-    """Whether the ``to`` call ``to`` returns ``source`` itself: same dtype
-    and device (by the graph's metadata), no copy asked for."""
-    if not isinstance(source, fx.Node) or to.kwargs.get("copy", False):
-        return False
-    a, b = to.meta.get("val"), source.meta.get("val")
-    return (
-        isinstance(a, torch.Tensor)
-        and isinstance(b, torch.Tensor)
-        and a.dtype == b.dtype
-        and a.device == b.device
-    )
