@@ -52,7 +52,7 @@ from transformers import (
 )
 
 from mirage_xdsl.runtime.bandwidth import copy_bandwidth
-from mirage_xdsl.runtime.kernel_profile import kernel_profile
+from mirage_xdsl.runtime.kernel_profile import Profile, kernel_profile
 
 FLUSH_BYTES = 256 << 20
 CACHE_KEYWORD = (
@@ -262,6 +262,18 @@ def cache_write_us(
     }
 
 
+def glue_line(profile: Profile) -> str:
+    """What mirage's step spends outside its µGraphs (whose kernels are
+    named after their parts, ``part_...``): the torch glue between them,
+    the KV-cache write among it, as Inductor builds it."""
+    glue = [k for k in profile.kernels if not k.name.startswith("part_")]
+    launches, us = sum(k.launches for k in glue), sum(k.us for k in glue)
+    return (
+        f"  of which torch between µGraphs: {launches} launches, {us:.1f} µs "
+        f"({us / profile.us:.1%} of the kernel time)"
+    )
+
+
 def floor_us(model: PreTrainedModel, cache_len: int, bandwidth: float) -> float:
     """µs to read every weight once and the whole static cache at ``bandwidth``."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -342,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="on CUDA, print each method's N longest kernels per decode step",
+        help="on CUDA, print each method's N longest kernels per decode step, "
+        "and for mirage the launches and time of the torch ops between its µGraphs",
     )
     args = parser.parse_args(argv)
     if args.prompt + args.steps + args.reps + 20 > args.cache_len:
@@ -390,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                 with torch.no_grad():
                     profile = kernel_profile(decoder.step)
                 print("\n" + "\n".join(profile.lines(name, args.profile)))
+                if name == "mirage":
+                    print(glue_line(profile))
     if rows:
         floor = floor_us(model, args.cache_len, copy_bandwidth())
         print(

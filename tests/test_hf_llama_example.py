@@ -82,3 +82,23 @@ def test_cache_write_runs_each_layers_update_and_copies(monkeypatch) -> None:
     assert [int(i) for i in first] == [0] * per_call  # the cache allocated
     assert [int(i) for i in updates[::per_call]] == list(range(1, 19))
     assert len(copies) == 18 * per_call and {int(i) for i in copies} == {32}
+
+
+def test_the_glue_line_counts_the_kernels_outside_the_parts() -> None:
+    """The profile's line for mirage's step: the launches and device time of
+    the kernels that are not a part's (Inductor's glue, torch's copies)."""
+    import hf_llama
+
+    from mirage_xdsl.runtime.kernel_profile import Kernel, Profile
+
+    kernels = [
+        Kernel("part_28b2f5df3906_k4_fma", 22, 168.0),
+        Kernel("triton_poi_fused_2", 24, 31.5),
+        Kernel("triton_poi_fused__foreach_add_5", 1, 1.5),
+        Kernel("part_5b39056c3b51_k0", 1, 1.0),
+    ]
+    line = hf_llama.glue_line(Profile(kernels, []))
+    assert (
+        line
+        == "  of which torch between µGraphs: 25 launches, 33.0 µs (16.3% of the kernel time)"
+    )
