@@ -103,3 +103,21 @@ def test_a_bump_whose_input_is_read_after_it_keeps_its_place(read):
     assert sum(t in ADDS for t in targets(gm)) == 2
     (out,) = gm(torch.tensor(3), torch.tensor(7))
     assert out.tolist() in (8, [8])
+
+
+def test_an_int_step_and_a_float_step_are_not_one_foreach():
+    """``+1`` on two int64 counters is gathered; ``+1.0`` on a float tensor
+    stays apart (1.0 cannot be added to an int64 tensor in place)."""
+    from mirage_xdsl.torch.increments import gather_increments
+
+    graph = torch.fx.Graph()
+    nodes = [graph.placeholder(name) for name in "abc"]
+    graph.call_function(torch.ops.aten.add_.Tensor, (nodes[0], 1))
+    graph.call_function(torch.ops.aten.add_.Tensor, (nodes[1], 1.0))
+    graph.call_function(torch.ops.aten.add_.Tensor, (nodes[2], 1))
+    graph.output((None,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert gather_increments(gm) == 2
+    a, b, c = torch.tensor(3), torch.tensor(0.5), torch.tensor(7)
+    gm(a, b, c)
+    assert (int(a), float(b), int(c)) == (4, 1.5, 8)

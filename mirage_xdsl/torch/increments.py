@@ -34,14 +34,14 @@ def gather_increments(gm: fx.GraphModule) -> int:
     of increments gathered (none unless two or more share a constant)."""
     graph = gm.graph
     order = {node: i for i, node in enumerate(graph.nodes)}
-    by_step: dict[int | float, list[fx.Node]] = defaultdict(list)
+    by_step: dict[tuple[type, int | float], list[fx.Node]] = defaultdict(list)
     for node in graph.nodes:
         step = _increment(node, order)
-        if step is not None:
-            by_step[step].append(node)
+        if step is not None:  # 1 and 1.0 apart: 1.0 cannot be added to an int in place
+            by_step[type(step), step].append(node)
     output = next(n for n in graph.nodes if n.op == "output")
     gathered = 0
-    for step, adds in by_step.items():
+    for (_, step), adds in by_step.items():
         if len(adds) < 2:
             continue
         with graph.inserting_before(output):
