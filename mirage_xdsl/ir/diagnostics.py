@@ -116,6 +116,12 @@ def first_line(message: str) -> str:
     return next((line for line in str(message).splitlines() if line.strip()), "")
 
 
+def error_line(e: BaseException) -> str:
+    """The first line of ``e``'s message, or its kind where it has none: what
+    a one-line report of a failure quotes."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 def show(text: str, limit: int = 24) -> str:
     """Quote source text for a message: escaped, shortened, on one line."""
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -48,7 +48,7 @@ import torch
 from torch import fx
 from xdsl.dialects.builtin import ModuleOp
 
-from mirage_xdsl.ir.diagnostics import MirageError
+from mirage_xdsl.ir.diagnostics import MirageError, error_line
 from mirage_xdsl.semantics.interpreter import entry_function
 from mirage_xdsl.torch.dump import dump_dir, write_program
 from mirage_xdsl.torch.function import CALL_OPTIONS, MirageFunction, search
@@ -211,7 +211,7 @@ def _build(
     try:
         program = export(gm, example_inputs).module()
     except Exception as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = error_line(e)
         log.warning(
             "mirage: graph %d runs as torch: torch.export refused it: %s%s",
             graph,
@@ -246,7 +246,7 @@ def _runner(part: Part, opts: BackendOptions) -> MirageFunction:
         try:
             module = _SEARCHED[key] = search(module, **opts.search)
         except Exception as e:
-            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            why = error_line(e)
             log.warning(
                 "mirage: %s runs as captured: its search failed: %s", part.name, why
             )

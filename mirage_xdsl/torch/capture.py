@@ -40,6 +40,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, SSAValue
 
 from mirage_xdsl.ir.builder import KernelGraph
+from mirage_xdsl.ir.diagnostics import error_line
 from mirage_xdsl.torch.complex_products import real_complex_products
 from mirage_xdsl.torch.decompositions import decompose_composites
 from mirage_xdsl.torch.nodes import (
@@ -104,7 +105,7 @@ def capture_program(
     try:
         program = export(fn, example_inputs)
     except Exception as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = error_line(e)
         raise CaptureError(
             f"{where_prefix(None)}error: torch.export cannot trace "
             f"'{program_name(fn)}': {first}"

@@ -53,6 +53,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from mirage_xdsl.ir.diagnostics import error_line
 from mirage_xdsl.torch.gradients import records
 from mirage_xdsl.torch.increments import gather_increments
 from mirage_xdsl.torch.part import MiragePart
@@ -344,21 +345,18 @@ def _compiled_glue(
             log.info(
                 "mirage: graph %d glue is built as it is, without combo kernels: %s",
                 graph,
-                _why(e),
+                error_line(e),
             )
         gm = spare
     try:
         return compile_fx(_plain(gm), list(example_inputs), combo=spare is None)
     except Exception as e:
         log.warning(
-            "mirage: graph %d glue runs eagerly: Inductor failed: %s", graph, _why(e)
+            "mirage: graph %d glue runs eagerly: Inductor failed: %s",
+            graph,
+            error_line(e),
         )
         return gm
-
-
-def _why(e: Exception) -> str:
-    """The first line of ``e``'s message, or its kind."""
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _plain(gm: fx.GraphModule) -> fx.GraphModule:

@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from mirage_xdsl.dialects import kernel
+from mirage_xdsl.ir.diagnostics import error_line
 from mirage_xdsl.torch.capture import Captured, Converter
 from mirage_xdsl.torch.gradients import differentiable, records
 from mirage_xdsl.torch.nodes import DTYPES, node_shape, torch_dtype
@@ -285,7 +286,7 @@ class MiragePart(torch.nn.Module):
         try:
             out = mirage()
         except Exception as e:
-            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            why = error_line(e)
             log.warning(
                 "mirage: %s runs as torch: its µGraph failed: %s", self.name, why
             )
