@@ -101,8 +101,10 @@ class TritonProgram:
 def customized_module(module: ModuleOp) -> ModuleOp:
     """A copy of ``module`` whose functions hold only ``kernel.customized`` ops
     (and reshapes); kernels read a transpose's or a slice's operand in place
-    where they can (``fold-transposes``, ``fold-slices``)."""
+    where they can (``fold-transposes``, ``fold-slices``), and compute a
+    small row-local kernel's rows themselves (``fold-producers``)."""
     from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+    from mirage_xdsl.lowering.fold_producers import FoldProducersPass
     from mirage_xdsl.lowering.fold_slices import FoldSlicesPass
     from mirage_xdsl.lowering.fold_transposes import FoldTransposesPass
 
@@ -114,6 +116,7 @@ def customized_module(module: ModuleOp) -> ModuleOp:
         FoldTransposesPass().apply(make_context(), module)
         FoldSlicesPass().apply(make_context(), module)
         DefaultCustomizePass().apply(make_context(), module)
+        FoldProducersPass().apply(make_context(), module)
     return module
 
 

@@ -30,6 +30,12 @@ def _fold_slices() -> type[ModulePass]:
     return FoldSlicesPass
 
 
+def _fold_producers() -> type[ModulePass]:
+    from mirage_xdsl.lowering.fold_producers import FoldProducersPass
+
+    return FoldProducersPass
+
+
 def _fuse_thread_graphs() -> type[ModulePass]:
     from mirage_xdsl.lowering.fuse_thread_graphs import FuseThreadGraphsPass
 
@@ -69,6 +75,7 @@ def _superoptimize() -> type[ModulePass]:
 def _all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "default-customize": _default_customize,
+        "fold-producers": _fold_producers,
         "fold-slices": _fold_slices,
         "fold-transposes": _fold_transposes,
         "fuse-thread-graphs": _fuse_thread_graphs,

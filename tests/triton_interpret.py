@@ -141,9 +141,9 @@ def activation_cases() -> None:
 def softmax_cases() -> None:
     """Softmax on inputs of natural scale (normal times 10, in fp16), against
     the exact float64 softmax: the safe programs (kernel ops, one customized
-    kernel, and its thread-graph form) and, for contrast, the plain one, whose
-    separate exp kernel overflows fp16. Row lengths 100 (padded to 128) and 20
-    (shorter than a warp)."""
+    kernel, and its thread-graph form) and the plain one, whose exp the
+    kernels reading it compute in fp32 (``fold-producers``). Row lengths 100
+    (padded to 128) and 20 (shorter than a warp)."""
     from softmax_program import (
         blocked_softmax_module,
         large_inputs,

@@ -1,7 +1,9 @@
 // RUN: mirage-opt -t triton %s | filecheck %s
 
-// Each op is its own kernel here. The square kernel, second in the stream,
-// reads %y through a reshape: the program's own input, which no kernel writes.
+// Each op is its own kernel here (the exp and the square are returned, so the
+// add's kernel does not compute them itself). The square kernel, second in
+// the stream, reads %y through a reshape: the program's own input, which no
+// kernel writes.
 // So it loads and squares it before the grid dependency wait (under
 // programmatic launch that overlaps the exp kernel) and only stores after it.
 // CHECK:      def main_k1(in0, out0):
@@ -19,10 +21,10 @@
 // CHECK-NEXT:     # block.add
 // CHECK-NEXT:     tl.store(out0
 
-func.func @main(%x: tensor<8x64xf16>, %y: tensor<2x4x64xf16>) -> tensor<8x64xf16> {
+func.func @main(%x: tensor<8x64xf16>, %y: tensor<2x4x64xf16>) -> (tensor<8x64xf16>, tensor<8x64xf16>, tensor<8x64xf16>) {
   %e = kernel.exp %x : tensor<8x64xf16> -> tensor<8x64xf16>
   %r = kernel.reshape %y : tensor<2x4x64xf16> -> tensor<8x64xf16>
   %q = kernel.square %r : tensor<8x64xf16> -> tensor<8x64xf16>
   %s = kernel.add %q, %e : tensor<8x64xf16>, tensor<8x64xf16> -> tensor<8x64xf16>
-  func.return %s : tensor<8x64xf16>
+  func.return %s, %e, %q : tensor<8x64xf16>, tensor<8x64xf16>, tensor<8x64xf16>
 }

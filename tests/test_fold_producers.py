@@ -1,0 +1,198 @@
+"""``fold-producers``: a small row-local kernel computed by the kernels that
+read it (a decode step's query rotation inside its attention), and where it
+keeps its kernel. Checked against our interpreter, and through both backends
+(the Triton path runs the pass, the CUDA C path does not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from backend_checks import BackendChecks, parse_program
+
+from mirage_xdsl.dialects import kernel
+from mirage_xdsl.dialects import tensor_ops as t
+from mirage_xdsl.ir.context import make_context
+from mirage_xdsl.ir.diagnostics import parse
+from mirage_xdsl.lowering import fold_producers
+from mirage_xdsl.lowering.fold_producers import FoldProducersPass
+from mirage_xdsl.lowering.triton import customized_module
+from mirage_xdsl.semantics.interpreter import run
+from mirage_xdsl.workloads import random_inputs
+
+FILECHECK = Path(__file__).parent / "filecheck"
+ROTATION = FILECHECK / "fold_producers.mlir"
+"""A rotation kernel read by an attention kernel through a reshape."""
+CHAIN = FILECHECK / "inputs" / "rotary_scores.mlir"
+"""The same as plain kernel ops: a kernel per op by default."""
+
+
+def kernels(module) -> int:
+    return sum(isinstance(op, kernel.CustomizedOp) for op in module.walk())
+
+
+def folded(module):
+    out = module.clone()
+    FoldProducersPass().apply(make_context(), out)
+    out.verify()
+    return out
+
+
+def assert_same_results(a, b) -> None:
+    xs = random_inputs(a, 0, -1.0, 1.0)
+    for want, got in zip(run(a, xs), run(b, xs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def variant(*replacements: tuple[str, str]):
+    """The rotation program with each ``(old, new)`` text replaced."""
+    text = ROTATION.read_text()
+    for old, new in replacements:
+        assert old in text
+        text = text.replace(old, new)
+    return parse(make_context(), text, "variant.mlir")
+
+
+def test_the_attention_rotates_the_queries_it_reads() -> None:
+    module = parse_program(ROTATION)
+    out = folded(module)
+    assert kernels(module) == 2 and kernels(out) == 1
+    assert_same_results(module, out)
+
+
+def test_a_plain_rotation_becomes_part_of_its_readers_kernel() -> None:
+    """Seven kernels by default (each op, the slices read in place); the
+    neg, the concatenation, both products and their sum fold one into the
+    next and then into the scores' kernel, with one reshape of the query."""
+    module = parse_program(CHAIN)
+    out = customized_module(module)
+    assert kernels(out) == 2
+    assert str(out).count("kernel.reshape") == 1
+    assert_same_results(module, out)
+
+
+def test_a_returned_result_keeps_its_kernel() -> None:
+    both = "tensor<1x2x2x16xf16>, tensor<1x4x1x64xf16>"
+    module = variant(
+        ("-> tensor<1x2x2x16xf16> {\n  %rot", f"-> ({both}) {{\n  %rot"),
+        ("func.return %o : tensor<1x2x2x16xf16>", f"func.return %o, %rot : {both}"),
+    )
+    assert kernels(folded(module)) == 2
+
+
+NORM_THEN_PRODUCT = """
+func.func @f(%x: tensor<4x64xf16>, %w: tensor<64x16xf16>) -> tensor<4x16xf16> {
+  %n = kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : (tensor<4x64xf16>) -> tensor<4x64xf16> {
+  ^bb0(%a: tensor<4x64xf16>):
+    %r = block.input %a imap [0, -1, -1] fmap -1 : tensor<4x64xf16> -> tensor<1x64xf16>
+    %m = block.rms_norm %r : tensor<1x64xf16> -> tensor<1x64xf16>
+    block.output %m omap [0, -1, -1] : tensor<1x64xf16>
+  }
+  %o = kernel.customized(%n, %w) grid [1, 1, 1] block [128, 1, 1] forloop 2 : (tensor<4x64xf16>, tensor<64x16xf16>) -> tensor<4x16xf16> {
+  ^bb0(%b: tensor<4x64xf16>, %c: tensor<64x16xf16>):
+    %tn = block.input %b imap [-1, -1, -1] fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>
+    %tw = block.input %c imap [-1, -1, -1] fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>
+    %p = block.matmul %tn, %tw : tensor<4x32xf16>, tensor<32x16xf16> -> tensor<4x16xf16>
+    %s = block.forloop_accum %p reduce "none" : tensor<4x16xf16> -> tensor<4x16xf16>
+    block.output %s omap [-1, -1, -1] : tensor<4x16xf16>
+  }
+  func.return %o : tensor<4x16xf16>
+}
+"""
+
+
+def test_a_reader_that_splits_the_rows_keeps_the_producer() -> None:
+    """The product walks the normalised rows (its contraction dim) in two
+    for-loop iterations: no block holds whole rows to normalise."""
+    module = parse(make_context(), NORM_THEN_PRODUCT, "norm.mlir")
+    out = folded(module)
+    assert kernels(out) == 2
+    assert_same_results(module, out)
+
+
+def test_a_norm_with_its_weight_becomes_part_of_the_product() -> None:
+    """The weight has only the last dim: every block reads it whole."""
+    module = parse(
+        make_context(),
+        NORM_THEN_PRODUCT.replace(
+            "%x: tensor<4x64xf16>, %w", "%x: tensor<4x64xf16>, %g: tensor<64xf16>, %w"
+        )
+        .replace(
+            "kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+            "(tensor<4x64xf16>)",
+            "kernel.customized(%x, %g) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+            "(tensor<4x64xf16>, tensor<64xf16>)",
+        )
+        .replace(
+            "^bb0(%a: tensor<4x64xf16>):",
+            "^bb0(%a: tensor<4x64xf16>, %ga: tensor<64xf16>):\n"
+            "    %tg = block.input %ga imap [-1, -1, -1] fmap -1 : "
+            "tensor<64xf16> -> tensor<1x64xf16>",
+        )
+        .replace(
+            "block.output %m omap",
+            "%mg = block.mul %m, %tg : tensor<1x64xf16>, tensor<1x64xf16> -> "
+            "tensor<1x64xf16>\n    block.output %mg omap",
+        )
+        .replace("forloop 2 :", "forloop 1 :")
+        .replace(
+            "fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>",
+            "fmap -1 : tensor<4x64xf16> -> tensor<4x64xf16>",
+        )
+        .replace(
+            "fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>",
+            "fmap -1 : tensor<64x16xf16> -> tensor<64x16xf16>",
+        )
+        .replace(
+            "tensor<4x32xf16>, tensor<32x16xf16>", "tensor<4x64xf16>, tensor<64x16xf16>"
+        )
+        .replace("block.output %m omap", "block.output %mg omap"),
+        "weighted.mlir",
+    )
+    out = folded(module)
+    assert kernels(module) == 2 and kernels(out) == 1
+    assert "tensor<64xf16> -> tensor<1x64xf16>" in str(out)
+    assert_same_results(module, out)
+
+
+def test_a_producer_whose_rows_its_readers_would_load_too_often_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two blocks load 2 rows of 64 each: 256 elements of the query."""
+    module = parse_program(ROTATION)
+    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 255)
+    assert kernels(folded(module)) == 2
+    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 256)
+    assert kernels(folded(module)) == 1
+
+
+def test_a_producer_storing_another_type_keeps_its_kernel() -> None:
+    """A cast is a kernel whose store converts: its readers' tiles hold the
+    stored type, which the producer's block graph does not compute. The
+    program's four casts keep their kernels; its RMSNorm, the product with
+    the weight and the exp do not: each is computed by the kernel reading it,
+    a cast among them (whose tile holds what they compute, before it stores
+    another type)."""
+    from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
+
+    module = parse_program(FILECHECK / "inputs" / "cast.mlir")
+    plain = module.clone()
+    DefaultCustomizePass().apply(make_context(), plain)
+    out = folded(plain)
+
+    def casts(m) -> int:
+        return sum(
+            isinstance(op, kernel.CustomizedOp)
+            and t.element_type(op.results[0])
+            != t.element_type(op.entry.last_op.operands[0])
+            for op in m.walk()
+        )
+
+    assert casts(plain) == casts(out) == 4
+    assert kernels(out) == kernels(plain) - 3
+    assert_same_results(module, out)
+
+
+class TestBackends(BackendChecks):
+    PROGRAMS = (ROTATION, CHAIN)
