@@ -10,28 +10,34 @@ same rows from the unrotated queries as they load them.
 
 This pass does that: a *producer*, a ``kernel.customized`` op with no
 for-loop whose block graph is row-local (element-wise ops, concatenations
-along the last dim, row norms and reductions over it; every input read whole
-or through a window of its last dim, each block owning whole rows), whose one
-result is read only by customized kernels, directly or through reshapes that
-keep its last dim, is removed. Each ``block.input`` that read its result is
-replaced by the producer's block graph on the reader's tile:
+along the last dim, row norms and reductions over it), whose one result is
+read only by customized kernels, directly or through reshapes that keep its
+last dim, is removed. Each ``block.input`` that read its result is replaced
+by the producer's block graph on the reader's tile, each of the producer's
+inputs loaded as its own read relates to the producer's tile (:data:`TILE`,
+:data:`ROWS`, :data:`ALONG`, :data:`WHOLE`):
 
-- an input of the producer with the result's leading dims is reshaped, as
-  the result was, and read with the reader's maps (and the producer's window
-  of the last dim): the reader's tile of it holds exactly the rows of the
-  reader's tile of the result;
-- an input whose leading dims are all one, or that has only the last dim (a
-  ``cos``/``sin`` row, a norm's weight), is read whole, replicated across the
-  reader's grid, and broadcasts against those rows as it did against the
-  producer's.
+- an input with the result's leading dims is reshaped, as the result was,
+  and read with the reader's maps: as the same tile, or as the whole rows of
+  the tile's rows where the producer reduced them;
+- an input with only ones before its last dim (a ``cos``/``sin`` row, a
+  mask, a norm's weight) is read along the tile's last dim, or whole.
 
-Each reader's block computes the rows it reads, so rows read by several
+Where the producer's blocks hold whole rows and it concatenates, windows or
+reduces them, its readers must hold whole rows too: a reader that tiles the
+result's last dim (a matmul walking it as the contraction dim in chunks)
+keeps the producer. An element-wise producer, or one whose blocks split the
+rows (an element-wise op's default kernel, its row reductions reading whole
+rows beside its tile), folds into any plain read, so chains of default
+kernels fold one into the next: a softmax written as plain ops is one
+kernel. A result the function returns keeps its kernel, as does a cast's.
+
+Each reader's block computes the tiles it reads, so tiles read by several
 blocks are computed several times: that is why a producer is folded only
 where its readers' blocks load at most :data:`MOST_ELEMENTS` elements of its
 inputs in all (a decode step's few rows), where recomputing costs less than
-a launch. A reader that tiles the result's last
-dim (a matmul walking it as the contraction dim in chunks) does not have
-whole rows, and keeps the producer, as does a result the function returns.
+a launch. The same loads and reductions made for two reads are made once
+(CSE).
 
 Like ``fold-slices``, only the Triton backend runs the pass
 (``lowering/triton.py``); the values the readers compute are those the
@@ -50,6 +56,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import block, kernel, shapes
@@ -61,14 +68,127 @@ MOST_ELEMENTS = 1 << 18
 load in all (each block its own tile's rows, every for-loop iteration)."""
 
 
+TILE, ROWS, ALONG, WHOLE = "tile", "rows", "along", "whole"
+"""How a reader loads one of the producer's input tiles instead of the
+result's tile it read: the same tile of the input (``TILE``); the whole rows
+of that tile's rows (``ROWS``: what a row reduction reads); a row of the
+input read as the result's tile splits its last dim (``ALONG``: a row that
+every row shares, a mask or a norm's weight); the whole input (``WHOLE``)."""
+
+
 @dataclass(frozen=True)
-class _Source:
-    """An operand of the producer, as its readers read it instead."""
+class _Load:
+    """How the readers load one ``block.input`` of the producer's."""
 
     index: int
-    """The operand's position among the producer's operands."""
-    broadcast: bool
-    """Whether its leading dims are all one (read whole by every block)."""
+    """The operand of the producer it reads."""
+    kind: str
+    window: tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class _Producer:
+    """A producer its readers can compute, and how they load its inputs."""
+
+    op: kernel.CustomizedOp
+    loads: tuple[_Load, ...]
+    """One per ``block.input`` of its block graph, in order."""
+    full: frozenset[int]
+    """Its operands with the result's leading dims (the rest have only ones)."""
+    rows: bool
+    """Whether a reader must hold whole rows (for a concatenation, a window
+    or a row reduction of a producer whose blocks hold whole rows)."""
+
+
+def _row_op(op: Operation, rank: int) -> bool | None:
+    """Whether ``op`` (of a producer's block graph) needs whole rows: True for
+    a concatenation, reduction or norm along the last dim, False for an
+    element-wise op; None for any other op, which no reader computes."""
+    if isinstance(op, block.ThreadGraphOp | block.OutputOp):
+        return False
+    if isinstance(op, t.ConcatBase | t.ReductionOp):
+        return True if op.dim.value.data == rank - 1 else None
+    if isinstance(op, t.RmsNormBase):
+        return True
+    if isinstance(op, t.UnaryOp | t.BinaryOp | t.ScalarOp):
+        return False
+    return None
+
+
+def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
+    """``producer`` as its readers would compute it, or None if it is not a
+    row-local kernel they can compute."""
+    if producer.forloop != 1 or len(producer.results) != 1:
+        return None
+    result = t.tensor_shape(producer.results[0])
+    n = len(result)
+    outputs = [o for o in producer.entry.ops if isinstance(o, block.OutputOp)]
+    if len(outputs) != 1:
+        return None
+    omap = tuple(outputs[0].output_map)
+    split = [g for g, d in enumerate(omap) if d == n - 1]
+    unsplit = tuple(-1 if d == n - 1 else d for d in omap)
+    reads = [o for o in producer.entry.ops if isinstance(o, block.InputOp)]
+    needs = [_row_op(o, n) for o in producer.entry.ops if o not in reads]
+    if None in needs:
+        return None
+    windows = any(r.window_of is not None for r in reads)
+    concat = any(isinstance(o, t.ConcatBase) for o in producer.entry.ops)
+    if split and (windows or concat):
+        return None
+    rows = not split and (any(needs) or windows)
+    loads: list[_Load] = []
+    full: set[int] = set()
+    for r in reads:
+        shape = t.tensor_shape(r.source)
+        if (
+            r.swapped_dims is not None
+            or r.forloop_dim != -1
+            or len(shape) > n
+            or len(t.tensor_shape(r.result)) != n
+            or (r.window_of is not None and r.window_of[0] != len(shape) - 1)
+        ):
+            return None
+        index = producer.entry.args.index(r.source)  # type: ignore[arg-type]
+        imap = tuple(r.input_map)
+        lifted = (1,) * (n - len(shape)) + tuple(shape)
+        if len(shape) == n and shape[:-1] == result[:-1]:
+            full.add(index)
+            if imap == omap and not rows and shape[-1] == result[-1]:
+                kind = TILE
+            elif imap == omap and not split or split and imap == unsplit:
+                kind = ROWS
+            else:
+                return None
+        elif all(d == 1 for d in lifted[:-1]):
+            if shape[-1] == 1 or (all(e == -1 for e in imap) and (split or rows)):
+                kind = WHOLE
+            elif imap == tuple(n - 1 if g in split else -1 for g in range(3)):
+                kind = ALONG
+            else:
+                return None
+        else:
+            return None
+        loads.append(_Load(index, kind, r.window_of))
+    return _Producer(producer, tuple(loads), frozenset(full), rows)
+
+
+def _reads(value: SSAValue, last: int, rows: bool, found: list[_Read]) -> bool:
+    """Collect the customized kernels reading ``value`` (through reshapes
+    that keep its last dim ``last``) into ``found``, each holding whole rows
+    where ``rows``; whether every use is one."""
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, kernel.ReshapeOp):
+            if t.tensor_shape(user.result)[-1] != last:
+                return False
+            if not _reads(user.result, last, rows, found):
+                return False
+        elif isinstance(user, kernel.CustomizedOp) and _plain(user, use.index, rows):
+            found.append(_Read(user, use.index))
+        else:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -79,80 +199,9 @@ class _Read:
     index: int
 
 
-def _last_dim_only(window: tuple[int, int, int] | None, rank: int) -> bool:
-    return window is None or window[0] == rank - 1
-
-
-def _row_local_op(op: Operation, rank: int) -> bool:
-    """Whether ``op`` (of a producer's block graph) computes each row of its
-    result from the same rows of its operands."""
-    if isinstance(op, block.ThreadGraphOp | block.OutputOp):
-        return True
-    if isinstance(op, t.ConcatBase):
-        return op.dim.value.data == rank - 1
-    if isinstance(op, t.ReductionOp):
-        return op.dim.value.data == rank - 1
-    return isinstance(op, t.UnaryOp | t.BinaryOp | t.ScalarOp | t.RmsNormBase)
-
-
-def _sources(producer: kernel.CustomizedOp) -> list[_Source] | None:
-    """How each operand of ``producer`` is read, or None if the producer is
-    not a row-local kernel its readers can compute."""
-    if producer.forloop != 1 or len(producer.results) != 1:
-        return None
-    result = t.tensor_shape(producer.results[0])
-    rank = len(result)
-    outputs = [o for o in producer.entry.ops if isinstance(o, block.OutputOp)]
-    if len(outputs) != 1 or rank - 1 in outputs[0].output_map:
-        return None
-    omap = tuple(outputs[0].output_map)
-    kinds: dict[int, bool] = {}
-    for op in producer.entry.ops:
-        if not isinstance(op, block.InputOp):
-            if not _row_local_op(op, rank):
-                return None
-            continue
-        index = producer.entry.args.index(op.source)  # type: ignore[arg-type]
-        shape = t.tensor_shape(op.source)
-        if (
-            op.swapped_dims is not None
-            or op.forloop_dim != -1
-            or len(shape) > rank
-            or len(t.tensor_shape(op.result)) != rank
-            or not _last_dim_only(op.window_of, len(shape))
-        ):
-            return None
-        if shape[:-1] == result[:-1] and tuple(op.input_map) == omap:
-            broadcast = False
-        elif all(d == 1 for d in shape[:-1]):  # a lower rank lifts with ones
-            broadcast = True
-        else:
-            return None
-        if kinds.setdefault(index, broadcast) != broadcast:
-            return None
-    return [_Source(i, b) for i, b in sorted(kinds.items())]
-
-
-def _reads(value: SSAValue, last: int, found: list[_Read]) -> bool:
-    """Collect the customized kernels reading ``value`` (through reshapes
-    that keep its last dim ``last``) into ``found``; whether every use is one."""
-    for use in value.uses:
-        user = use.operation
-        if isinstance(user, kernel.ReshapeOp):
-            if t.tensor_shape(user.result)[-1] != last:
-                return False
-            if not _reads(user.result, last, found):
-                return False
-        elif isinstance(user, kernel.CustomizedOp) and _whole_rows(user, use.index):
-            found.append(_Read(user, use.index))
-        else:
-            return False
-    return True
-
-
-def _whole_rows(reader: kernel.CustomizedOp, index: int) -> bool:
+def _plain(reader: kernel.CustomizedOp, index: int, rows: bool) -> bool:
     """Whether every read of operand ``index`` of ``reader`` is a plain tile
-    of whole rows (no window, transpose, lifted rank or split last dim)."""
+    (no window, transpose or lifted rank), of whole rows where ``rows``."""
     arg = reader.entry.args[index]
     rank = len(t.tensor_shape(arg))
     for use in arg.uses:
@@ -162,62 +211,94 @@ def _whole_rows(reader: kernel.CustomizedOp, index: int) -> bool:
             or read.window_of is not None
             or read.swapped_dims is not None
             or len(t.tensor_shape(read.result)) != rank
-            or rank - 1 in read.input_map
-            or read.forloop_dim == rank - 1
         ):
+            return False
+        if rows and (rank - 1 in read.input_map or read.forloop_dim == rank - 1):
             return False
     return True
 
 
-def _rows_read(reader: _Read) -> int:
-    """Rows of the producer's result the blocks of ``reader`` load in all."""
+def _source_shape(
+    producer: _Producer, index: int, leading: Sequence[int]
+) -> tuple[int, ...]:
+    """The shape a reader whose view of the result has ``leading`` dims reads
+    the producer's operand ``index`` as: reshaped as the result was, or with
+    only ones before its last dim."""
+    last = t.tensor_shape(producer.op.operands[index])[-1]
+    if index in producer.full:
+        return (*leading, last)
+    return (*(1,) * len(leading), last)
+
+
+def _load(
+    load: _Load,
+    read: block.InputOp,
+    source: Sequence[int],
+    grid: Sequence[int],
+    forloop: int,
+) -> tuple[tuple[int, ...], int, tuple[int, int, int] | None, tuple[int, ...]]:
+    """The maps, window and tile with which a reader that loaded ``read`` of
+    the result loads ``load`` of an operand of the shape ``source``."""
+    n = len(source)
+    imap, fmap = tuple(read.input_map), read.forloop_dim
+    if load.kind == ROWS:
+        imap = tuple(-1 if d == n - 1 else d for d in imap)
+        fmap = -1 if fmap == n - 1 else fmap
+    elif load.kind == ALONG:
+        imap = tuple(d if d == n - 1 else -1 for d in imap)
+        fmap = fmap if fmap == n - 1 else -1
+    elif load.kind == WHOLE:
+        imap, fmap = (-1,) * len(imap), -1
+    window = None if load.window is None else (n - 1, *load.window[1:])
+    view = block.input_view(source, n, None, window)
+    tile = shapes.tile_shape(view, imap, fmap, grid, forloop)
+    return imap, fmap, window, tile
+
+
+def _loaded(producer: _Producer, reader: _Read) -> int:
+    """Elements of the producer's inputs with the result's leading dims that
+    the blocks of ``reader`` load in all, computing what they read."""
     op = reader.op
-    rows = 0
+    leading = t.tensor_shape(op.operands[reader.index])[:-1]
+    total = 0
     for use in op.entry.args[reader.index].uses:
         read = use.operation
         assert isinstance(read, block.InputOp)
-        tile = t.tensor_shape(read.result)
-        loop = op.forloop if read.forloop_dim != -1 else 1
-        rows += prod(tile[:-1]) * prod(op.grid_dims) * loop
-    return rows
-
-
-def _row_elements(producer: kernel.CustomizedOp, sources: list[_Source]) -> int:
-    """Elements of one row of each of the producer's inputs, in all."""
-    return sum(
-        t.tensor_shape(producer.operands[s.index])[-1]
-        for s in sources
-        if not s.broadcast
-    )
+        for load in producer.loads:
+            if load.index not in producer.full:
+                continue
+            source = _source_shape(producer, load.index, leading)
+            _, fmap, _, tile = _load(load, read, source, op.grid_dims, op.forloop)
+            loop = op.forloop if fmap != -1 else 1
+            total += prod(tile) * prod(op.grid_dims) * loop
+    return total
 
 
 def _as_read(
     value: SSAValue,
-    leading: Sequence[int],
+    shape: Sequence[int],
     operands: Sequence[SSAValue],
     made: list[Operation],
 ) -> SSAValue:
-    """``value`` reshaped to ``leading`` plus its own last dim: itself where
-    it has that shape, one of the reader's ``operands`` that is that reshape
-    already, or a new reshape (added to ``made``)."""
-    shape = (*leading, t.tensor_shape(value)[-1])
-    if t.tensor_shape(value) == shape:
+    """``value`` reshaped to ``shape``: itself where it has that shape, one
+    of the reader's ``operands`` that is that reshape already, or a new
+    reshape (added to ``made``)."""
+    if t.tensor_shape(value) == tuple(shape):
         return value
     for v in operands:
         owner = v.owner
         if isinstance(owner, kernel.ReshapeOp) and owner.input is value:
-            if t.tensor_shape(v) == shape:
+            if t.tensor_shape(v) == tuple(shape):
                 return v
-    reshape = kernel.ReshapeOp(value, shape)
+    reshape = kernel.ReshapeOp(value, tuple(shape))
     made.append(reshape)
     return reshape.result
 
 
 def _inlined(
-    producer: kernel.CustomizedOp,
+    producer: _Producer,
     read: block.InputOp,
     args: dict[int, SSAValue],
-    sources: dict[int, _Source],
     grid: Sequence[int],
     forloop: int,
     body: Block,
@@ -225,20 +306,14 @@ def _inlined(
     """Append the producer's block graph to ``body``, computing the tile
     ``read`` loaded; ``args[i]`` is the block argument holding the producer's
     operand ``i`` as reshaped for the reader. Returns the tile."""
-    rank = len(t.tensor_shape(read.result))
     mapping: dict[SSAValue, SSAValue] = {}
-    for op in producer.entry.ops:
+    loads = iter(producer.loads)
+    for op in producer.op.entry.ops:
         if isinstance(op, block.InputOp):
-            index = producer.entry.args.index(op.source)  # type: ignore[arg-type]
-            source = args[index]
-            window = op.window_of
-            if window is not None:
-                window = (rank - 1, window[1], window[2])
-            broadcast = sources[index].broadcast
-            imap = (-1,) * len(read.input_map) if broadcast else read.input_map
-            fmap = -1 if broadcast else read.forloop_dim
-            view = block.input_view(t.tensor_shape(source), rank, None, window)
-            tile = shapes.tile_shape(view, imap, fmap, grid, forloop)
+            load = next(loads)
+            source = args[load.index]
+            shape = t.tensor_shape(source)
+            imap, fmap, window, tile = _load(load, read, shape, grid, forloop)
             new: Operation = block.InputOp(
                 source, imap, fmap, t.result_type_like(source, tile), window
             )
@@ -255,21 +330,18 @@ def _inlined(
 
 
 def _fold_into(
-    producer: kernel.CustomizedOp,
-    sources: list[_Source],
-    reader: _Read,
-    made: list[Operation],
+    producer: _Producer, reader: _Read, made: list[Operation]
 ) -> kernel.CustomizedOp:
     """``reader.op`` rebuilt to compute what it read of the producer's
     result; the reshapes of the producer's inputs it reads go to ``made``."""
     op = reader.op
-    read_shape = t.tensor_shape(op.operands[reader.index])
+    leading = t.tensor_shape(op.operands[reader.index])[:-1]
     operands = [v for i, v in enumerate(op.operands) if i != reader.index]
     extra: dict[int, SSAValue] = {}
-    for s in sources:
-        value = producer.operands[s.index]
-        leading = (1,) * (len(read_shape) - 1) if s.broadcast else read_shape[:-1]
-        extra[s.index] = _as_read(value, leading, operands, made)
+    for index in dict.fromkeys(load.index for load in producer.loads):
+        shape = _source_shape(producer, index, leading)
+        value = producer.op.operands[index]
+        extra[index] = _as_read(value, shape, operands, made)
     kept = len(operands)
     operands += [v for v in dict.fromkeys(extra.values()) if v not in operands]
     body = Block(arg_types=[v.type for v in operands])
@@ -278,22 +350,14 @@ def _fold_into(
         zip(old_args, body.args[:kept], strict=True)
     )
     new_args = {i: body.args[operands.index(v)] for i, v in extra.items()}
-    by_index = {s.index: s for s in sources}
     folded = op.entry.args[reader.index]
     for inner in op.entry.ops:
         operands_of = [mapping[v] for v in inner.operands if v is not folded]
         if isinstance(inner, block.InputOp):
             if inner.source is folded:
-                tile = _inlined(
-                    producer,
-                    inner,
-                    new_args,
-                    by_index,
-                    op.grid_dims,
-                    op.forloop,
-                    body,
+                mapping[inner.result] = _inlined(
+                    producer, inner, new_args, op.grid_dims, op.forloop, body
                 )
-                mapping[inner.result] = tile
                 continue
             new: Operation = block.InputOp(
                 operands_of[0],
@@ -307,6 +371,7 @@ def _fold_into(
             new = rebuild_op(inner, operands_of)
         body.add_op(new)
         mapping.update(zip(inner.results, new.results, strict=True))
+    cse(body)  # the same load or row reduction made for two reads, once
     result_types = [r.type for r in op.results]
     rebuilt = kernel.CustomizedOp(
         operands, result_types, Region(body), op.grid_dims, op.block_dims, op.forloop
@@ -315,34 +380,32 @@ def _fold_into(
     return rebuilt
 
 
-def fold_producer(producer: kernel.CustomizedOp) -> bool:
-    """Compute ``producer``'s result inside every kernel that reads it, and
-    remove it; whether it did."""
-    sources = _sources(producer)
-    if sources is None:
+def fold_producer(op: kernel.CustomizedOp) -> bool:
+    """Compute ``op``'s result inside every kernel that reads it, and remove
+    it; whether it did."""
+    producer = _analysed(op)
+    if producer is None:
         return False
-    result = producer.results[0]
-    shape = t.tensor_shape(result)
+    result = op.results[0]
     readers: list[_Read] = []
-    if not _reads(result, shape[-1], readers) or not readers:
+    last = t.tensor_shape(result)[-1]
+    if not _reads(result, last, producer.rows, readers) or not readers:
         return False
     if len({id(r.op) for r in readers}) != len(readers):
         return False  # a kernel reading the result twice, as two operands
-    rows = sum(_rows_read(r) for r in readers)
-    if rows * _row_elements(producer, sources) > MOST_ELEMENTS:
-        return False
     made: list[list[Operation]] = [[] for _ in readers]
     try:
+        if sum(_loaded(producer, r) for r in readers) > MOST_ELEMENTS:
+            return False
         rebuilt = [
-            _fold_into(producer, sources, r, m)
-            for r, m in zip(readers, made, strict=True)
+            _fold_into(producer, r, m) for r, m in zip(readers, made, strict=True)
         ]
     except (RetargetError, shapes.ShapeError, VerifyException):
         return False
     for reader, new, reshapes in zip(readers, rebuilt, made, strict=True):
         Rewriter.insert_op(reshapes, InsertPoint.before(reader.op))
         Rewriter.replace_op(reader.op, new, new.results)
-    _erase_unread(producer)
+    _erase_unread(op)
     return True
 
 

@@ -72,6 +72,19 @@ def test_a_plain_rotation_becomes_part_of_its_readers_kernel() -> None:
     assert_same_results(module, out)
 
 
+def test_a_softmax_of_plain_ops_is_one_kernel() -> None:
+    """By default a kernel per op, each element-wise one splitting the rows
+    over its grid: the readers compute them tile by tile, and the row
+    reductions over whole rows (each row's max once, shared by both reads)."""
+    from softmax_program import softmax_module
+
+    module = softmax_module((4, 1024))
+    out = customized_module(module)
+    assert kernels(out) == 1
+    assert str(out).count("block.reduce_max") == 1
+    assert_same_results(module, out)
+
+
 def test_a_returned_result_keeps_its_kernel() -> None:
     both = "tensor<1x2x2x16xf16>, tensor<1x4x1x64xf16>"
     module = variant(
@@ -156,14 +169,15 @@ def test_a_norm_with_its_weight_becomes_part_of_the_product() -> None:
     assert_same_results(module, out)
 
 
-def test_a_producer_whose_rows_its_readers_would_load_too_often_stays(
+def test_a_producer_whose_inputs_its_readers_would_load_too_often_stays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Two blocks load 2 rows of 64 each: 256 elements of the query."""
+    """Two blocks load their 2 rows of 64 of the query three times (whole,
+    and each half for the rotation): 512 elements."""
     module = parse_program(ROTATION)
-    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 255)
+    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 511)
     assert kernels(folded(module)) == 2
-    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 256)
+    monkeypatch.setattr(fold_producers, "MOST_ELEMENTS", 512)
     assert kernels(folded(module)) == 1
 
 
