@@ -141,8 +141,10 @@ def test_in_order_stops_on_request_budget_and_lost_worker() -> None:
 
 def test_in_order_stops_at_the_deadline_when_results_come_quickly() -> None:
     """Chunks that each finish well within a poll never time the wait out:
-    the clock is read before each result all the same."""
+    the clock is read before each result all the same. The workers are
+    started first, so the deadline does not pass while they start."""
     with Pool(2) as pool:
+        assert [pool.submit(_square, x).result() for x in (1, 2)] == [1, 4]
         start = time.monotonic()
         items = [0.02] * 400  # one by one: 4 s on each of two workers
         got = list(in_order(pool, _sleeps, items, Stop(), start + 0.3))
