@@ -27,10 +27,13 @@ Where the producer's blocks hold whole rows and it concatenates, windows or
 reduces them, its readers must hold whole rows too: a reader that tiles the
 result's last dim (a matmul walking it as the contraction dim in chunks)
 keeps the producer. An element-wise producer, or one whose blocks split the
-rows (an element-wise op's default kernel, its row reductions reading whole
-rows beside its tile), folds into any plain read, so chains of default
-kernels fold one into the next: a softmax written as plain ops is one
-kernel. A result the function returns keeps its kernel, as does a cast's.
+rows and reduce only whole rows read beside their tile (an element-wise op's
+default kernel after a row reduction), folds into any plain read, so chains
+of default kernels fold one into the next: a softmax written as plain ops is
+one kernel. A block that reduces its own part of its rows keeps its kernel,
+as do a result the function returns and a cast. A reshape may change the
+rank: the folded reductions and concatenations are over the reader's last
+dim.
 
 Each reader's block computes the tiles it reads, so tiles read by several
 blocks are computed several times: that is why a producer is folded only
@@ -52,7 +55,7 @@ from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -61,7 +64,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from mirage_xdsl.dialects import block, kernel, shapes
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.ir.rebuild import RetargetError, rebuild_op
+from mirage_xdsl.ir.rebuild import RetargetError, make_op, rebuild_op
 
 MOST_ELEMENTS = 1 << 18
 """Most elements of the producer's inputs that the blocks of its readers
@@ -115,6 +118,32 @@ def _row_op(op: Operation, rank: int) -> bool | None:
     return None
 
 
+def _maps(imap: Sequence[int], grid: Sequence[int]) -> tuple[int, ...]:
+    """``imap`` with the grid dims of one block left out (each then maps its
+    dim whole, as -1 does)."""
+    return tuple(-1 if grid[g] == 1 else d for g, d in enumerate(imap))
+
+
+def _whole_row_reductions(
+    producer: kernel.CustomizedOp, kinds: dict[SSAValue, str], rank: int
+) -> bool:
+    """Whether every row reduction or norm of ``producer`` reduces values
+    computed from whole rows only (the ``ROWS`` and ``WHOLE`` loads of
+    ``kinds``, each ``block.input``'s), not from the blocks' tiles."""
+    tiled: set[SSAValue] = {v for v, k in kinds.items() if k in (TILE, ALONG)}
+    for op in producer.entry.ops:
+        if isinstance(op, block.InputOp):
+            continue
+        if isinstance(op, t.ReductionOp | t.RmsNormBase) and op.operands[0] in tiled:
+            return False
+        inner = op.operands
+        if isinstance(op, block.ThreadGraphOp):
+            inner = op.inputs
+        if any(v in tiled for v in inner):
+            tiled.update(op.results)
+    return True
+
+
 def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
     """``producer`` as its readers would compute it, or None if it is not a
     row-local kernel they can compute."""
@@ -125,7 +154,8 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
     outputs = [o for o in producer.entry.ops if isinstance(o, block.OutputOp)]
     if len(outputs) != 1:
         return None
-    omap = tuple(outputs[0].output_map)
+    grid = producer.grid_dims
+    omap = _maps(outputs[0].output_map, grid)
     split = [g for g, d in enumerate(omap) if d == n - 1]
     unsplit = tuple(-1 if d == n - 1 else d for d in omap)
     reads = [o for o in producer.entry.ops if isinstance(o, block.InputOp)]
@@ -138,6 +168,7 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
         return None
     rows = not split and (any(needs) or windows)
     loads: list[_Load] = []
+    kinds: dict[SSAValue, str] = {}
     full: set[int] = set()
     for r in reads:
         shape = t.tensor_shape(r.source)
@@ -150,7 +181,7 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
         ):
             return None
         index = producer.entry.args.index(r.source)  # type: ignore[arg-type]
-        imap = tuple(r.input_map)
+        imap = _maps(r.input_map, grid)
         lifted = (1,) * (n - len(shape)) + tuple(shape)
         if len(shape) == n and shape[:-1] == result[:-1]:
             full.add(index)
@@ -170,6 +201,9 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
         else:
             return None
         loads.append(_Load(index, kind, r.window_of))
+        kinds[r.result] = kind
+    if split and not _whole_row_reductions(producer, kinds, n):
+        return None  # a reduction of each block's part of its rows
     return _Producer(producer, tuple(loads), frozenset(full), rows)
 
 
@@ -256,8 +290,8 @@ def _load(
 
 
 def _loaded(producer: _Producer, reader: _Read) -> int:
-    """Elements of the producer's inputs with the result's leading dims that
-    the blocks of ``reader`` load in all, computing what they read."""
+    """Elements of the producer's inputs that the blocks of ``reader`` load
+    in all, computing what they read."""
     op = reader.op
     leading = t.tensor_shape(op.operands[reader.index])[:-1]
     total = 0
@@ -265,8 +299,6 @@ def _loaded(producer: _Producer, reader: _Read) -> int:
         read = use.operation
         assert isinstance(read, block.InputOp)
         for load in producer.loads:
-            if load.index not in producer.full:
-                continue
             source = _source_shape(producer, load.index, leading)
             _, fmap, _, tile = _load(load, read, source, op.grid_dims, op.forloop)
             loop = op.forloop if fmap != -1 else 1
@@ -322,6 +354,10 @@ def _inlined(
             if value.type != read.result.type:  # a cast stores another type
                 raise RetargetError("the producer's tile is not the reader's")
             return value
+        elif isinstance(op, t.ReductionOp | t.ConcatBase):  # the last dim
+            last = {"dim": IntegerAttr(len(t.tensor_shape(read.result)) - 1, 64)}
+            operands = [mapping[v] for v in op.operands]
+            new = make_op(type(op), operands, {**op.properties, **last})
         else:
             new = rebuild_op(op, [mapping[v] for v in op.operands])
         body.add_op(new)
@@ -376,7 +412,11 @@ def _fold_into(
     rebuilt = kernel.CustomizedOp(
         operands, result_types, Region(body), op.grid_dims, op.block_dims, op.forloop
     )
-    rebuilt.verify()
+    try:
+        rebuilt.verify()
+    except VerifyException:
+        rebuilt.erase()  # built apart, but reading the function's values
+        raise
     return rebuilt
 
 
@@ -394,13 +434,15 @@ def fold_producer(op: kernel.CustomizedOp) -> bool:
     if len({id(r.op) for r in readers}) != len(readers):
         return False  # a kernel reading the result twice, as two operands
     made: list[list[Operation]] = [[] for _ in readers]
+    rebuilt: list[kernel.CustomizedOp] = []
     try:
         if sum(_loaded(producer, r) for r in readers) > MOST_ELEMENTS:
             return False
-        rebuilt = [
-            _fold_into(producer, r, m) for r, m in zip(readers, made, strict=True)
-        ]
+        for r, m in zip(readers, made, strict=True):
+            rebuilt.append(_fold_into(producer, r, m))
     except (RetargetError, shapes.ShapeError, VerifyException):
+        for new in [*rebuilt, *(o for m in made for o in reversed(m))]:
+            new.erase()  # built apart, but reading the function's values
         return False
     for reader, new, reshapes in zip(readers, rebuilt, made, strict=True):
         Rewriter.insert_op(reshapes, InsertPoint.before(reader.op))
