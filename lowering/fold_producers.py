@@ -152,7 +152,7 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
     result = t.tensor_shape(producer.results[0])
     n = len(result)
     outputs = [o for o in producer.entry.ops if isinstance(o, block.OutputOp)]
-    if len(outputs) != 1:
+    if len(outputs) != 1 or n == 0:
         return None
     grid = producer.grid_dims
     omap = _maps(outputs[0].output_map, grid)
@@ -214,7 +214,7 @@ def _reads(value: SSAValue, last: int, rows: bool, found: list[_Read]) -> bool:
     for use in value.uses:
         user = use.operation
         if isinstance(user, kernel.ReshapeOp):
-            if t.tensor_shape(user.result)[-1] != last:
+            if t.tensor_shape(user.result)[-1:] != (last,):
                 return False
             if not _reads(user.result, last, rows, found):
                 return False
@@ -247,7 +247,8 @@ def _plain(reader: kernel.CustomizedOp, index: int, rows: bool) -> bool:
             or len(t.tensor_shape(read.result)) != rank
         ):
             return False
-        if rows and (rank - 1 in read.input_map or read.forloop_dim == rank - 1):
+        loops = reader.forloop > 1 and read.forloop_dim == rank - 1
+        if rows and (rank - 1 in _maps(read.input_map, reader.grid_dims) or loops):
             return False
     return True
 

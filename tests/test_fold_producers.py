@@ -264,6 +264,39 @@ func.func @f(%x: tensor<4x64xf32>, %y: tensor<4x64xf32>) -> (tensor<4x64xf32>, t
     assert_same_results(module, out)
 
 
+SCALARS = """
+func.func @f(%x: tensor<1x1xf32>) -> tensor<f32> {
+  %p = kernel.customized(%x) grid [1, 1, 1] block [128, 1, 1] forloop 1 : (tensor<1x1xf32>) -> tensor<1x1xf32> {
+  ^bb0(%a: tensor<1x1xf32>):
+    %t = block.input %a imap [-1, -1, -1] fmap -1 : tensor<1x1xf32> -> tensor<1x1xf32>
+    %e = block.neg %t : tensor<1x1xf32> -> tensor<1x1xf32>
+    block.output %e omap [-1, -1, -1] : tensor<1x1xf32>
+  }
+  %s = kernel.reshape %p : tensor<1x1xf32> -> tensor<f32>
+  %q = kernel.customized(%s) grid [1, 1, 1] block [128, 1, 1] forloop 1 : (tensor<f32>) -> tensor<f32> {
+  ^bb0(%b: tensor<f32>):
+    %u = block.input %b imap [-1, -1, -1] fmap -1 : tensor<f32> -> tensor<f32>
+    %e = block.neg %u : tensor<f32> -> tensor<f32>
+    block.output %e omap [-1, -1, -1] : tensor<f32>
+  }
+  %o = kernel.customized(%q) grid [1, 1, 1] block [128, 1, 1] forloop 1 : (tensor<f32>) -> tensor<f32> {
+  ^bb0(%b: tensor<f32>):
+    %u = block.input %b imap [-1, -1, -1] fmap -1 : tensor<f32> -> tensor<f32>
+    %e = block.exp %u : tensor<f32> -> tensor<f32>
+    block.output %e omap [-1, -1, -1] : tensor<f32>
+  }
+  func.return %o : tensor<f32>
+}
+"""
+
+
+def test_scalars_have_no_rows_and_keep_their_kernels() -> None:
+    module = parse(make_context(), SCALARS, "scalars.mlir")
+    out = folded(module)
+    assert kernels(out) == 3
+    assert_same_results(module, out)
+
+
 def test_a_producer_whose_inputs_its_readers_would_load_too_often_stays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
