@@ -125,7 +125,7 @@ def _maps(imap: Sequence[int], grid: Sequence[int]) -> tuple[int, ...]:
 
 
 def _whole_row_reductions(
-    producer: kernel.CustomizedOp, kinds: dict[SSAValue, str], rank: int
+    producer: kernel.CustomizedOp, kinds: dict[SSAValue, str]
 ) -> bool:
     """Whether every row reduction or norm of ``producer`` reduces values
     computed from whole rows only (the ``ROWS`` and ``WHOLE`` loads of
@@ -202,9 +202,17 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
             return None
         loads.append(_Load(index, kind, r.window_of))
         kinds[r.result] = kind
-    if split and not _whole_row_reductions(producer, kinds, n):
+    if split and not _whole_row_reductions(producer, kinds):
         return None  # a reduction of each block's part of its rows
     return _Producer(producer, tuple(loads), frozenset(full), rows)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A reader of the producer's result: the operand it reads it as."""
+
+    op: kernel.CustomizedOp
+    index: int
 
 
 def _reads(value: SSAValue, last: int, rows: bool, found: list[_Read]) -> bool:
@@ -223,14 +231,6 @@ def _reads(value: SSAValue, last: int, rows: bool, found: list[_Read]) -> bool:
         else:
             return False
     return True
-
-
-@dataclass(frozen=True)
-class _Read:
-    """A reader of the producer's result: the operand it reads it as."""
-
-    op: kernel.CustomizedOp
-    index: int
 
 
 def _plain(reader: kernel.CustomizedOp, index: int, rows: bool) -> bool:
