@@ -119,7 +119,7 @@ def first_line(message: str) -> str:
 def error_line(e: BaseException) -> str:
     """The first line of ``e``'s message, or its kind where it has none: what
     a one-line report of a failure quotes."""
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return first_line(str(e).strip()) or type(e).__name__
 
 
 def show(text: str, limit: int = 24) -> str:
