@@ -42,7 +42,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.gpu_target import H100, Target
+from mirage_xdsl.gpu_target import H100, Target, current
 from mirage_xdsl.ir.builder import BlockGraph, lift, new_threadblock_graph
 from mirage_xdsl.ir.diagnostics import OpVerifyError
 from mirage_xdsl.lowering.aliases import is_alias
@@ -430,7 +430,7 @@ class DefaultCustomizePass(ModulePass):
         # skinny matmuls first, while the norms before them are still ops
         for inner in list(op.walk()):
             if inner not in done and isinstance(inner, kernel.MatmulOp):
-                replaced = split_matmul(inner, H100)
+                replaced = split_matmul(inner, current())
                 if replaced is not None:
                     done.update(replaced)
         for inner in list(op.walk()):

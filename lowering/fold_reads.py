@@ -17,7 +17,7 @@ from xdsl.rewriter import Rewriter
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
-from mirage_xdsl.gpu_target import H100
+from mirage_xdsl.gpu_target import current
 from mirage_xdsl.lowering.aliases import is_alias
 from mirage_xdsl.lowering.default_customize import PARTITIONS, customize, split_matmul
 
@@ -59,7 +59,7 @@ def customize_users(op: Operation) -> None:
     for user in list({u.operation for u in op.results[0].uses}):
         if isinstance(user, kernel.CustomizedOp):
             continue
-        if isinstance(user, kernel.MatmulOp) and split_matmul(user, H100):
+        if isinstance(user, kernel.MatmulOp) and split_matmul(user, current()):
             continue
         new = customize(user)  # type: ignore[arg-type]
         Rewriter.replace_op(user, new, new.results)

@@ -74,20 +74,15 @@ multiply-and-sum forms keep ``rows x 4 x k_tile`` terms), more take 16 (the
 least a ``tl.dot`` tile has). On an H100 at one row, single columns in 2 KB
 chunks read 8192 -> 2048 in 14.1 µs and 2048 -> 16384 in 24.8, where 4
 columns in 8 KB chunks took 15.2 and 26.4 (``tools/bench_projections.py``)."""
-ONE_ROW_BLOCK_BYTES = 4 * 1024
-"""The least weight a one-row block reads where its column is shorter: a
-column of fewer bytes is joined by its neighbours (in powers of two) until
-the block's strip holds this much, each chunk as many 2 KB as columns.
-Blocks of one short column are too many and too small: on an H100 the
-896 -> 151936 projection of a Qwen2.5-0.5B-shaped model's head (1.75 KB a
-column) took 182.7 µs as single columns, 98.1 as pairs and 95.5 in fours
-(90.2 µs of reading at the copy bandwidth); K = 2048 (4 KB a column) is as
-fast as single columns (``docs/bench/one_row_strips_h100.json``). A gated
-MLP's gate and up, read by one kernel, are left as single columns (the
-pair's segment of that model's layer took 9.6 µs with four-column strips,
-9.0 without), and so are projections whose joined strips would number fewer
-than :data:`JOINED_STRIPS_PER_SM` a multiprocessor (896 -> 896 and 896 ->
-1152 took 2.96 and 3.15 µs in fours, 2.90 and 3.08 as single columns)."""
+BLOCK_SECONDS = 160e-9
+"""What one block of a one-row projection costs its multiprocessor however
+little it reads: launching it, its first load's wait and retiring it,
+overlapped with the other blocks there. 128256 blocks of one 4 KB column
+each (2048 -> 128256, a Llama-3.2-1B-shaped head) took 155.3 µs on an
+H200's 132 SMs, 160 ns a block, where the weight's read at the copy
+bandwidth takes 122 (strips of 2 and 4 columns read it in 122.6 and 121.9,
+``tools/sweep_split_k.py --transposed``); on an H100, 151936 blocks of one
+1.75 KB column (896 -> 151936) took 182.7 µs, 159 ns a block."""
 JOINED_STRIPS_PER_SM = 8
 """The fewest joined one-row strips per multiprocessor (1056 on an H100): the
 896 -> 9728 projection's 2432 strips of four read it in 9.1 µs against 11.6
@@ -112,6 +107,27 @@ class SplitK:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def one_row_block_bytes(target: Target) -> int:
+    """The least weight a one-row block should read on ``target``: what its
+    share of the memory's bandwidth moves in :data:`BLOCK_SECONDS`. A block
+    reading less is bound by its launch, not the memory, so a column of fewer
+    bytes is joined by its neighbours (in powers of two) until the block's
+    strip holds this much, each chunk as many 2 KB as columns. On an H100
+    that is 3.6 KB: the 1.75 KB columns of a Qwen2.5-0.5B-shaped head (896 ->
+    151936) go in fours, which read it in 95.5 µs where single columns took
+    182.7 and pairs 98.1 (90.2 µs at the copy bandwidth), and 4 KB columns
+    (K = 2048) stay single, as fast as strips there
+    (``docs/bench/one_row_strips_h100.json``). On an H200 it is 5.1 KB, so 4
+    KB columns go in pairs (the 2048 -> 128256 head: 122.9 µs against 155.3,
+    ``docs/bench/one_row_strips_h200.json``). A gated MLP's gate and up, read
+    by one kernel, are left as single columns (the pair's segment of the
+    Qwen2.5 layer took 9.6 µs with four-column strips, 9.0 without), and so
+    are projections whose joined strips would number fewer than
+    :data:`JOINED_STRIPS_PER_SM` a multiprocessor (896 -> 896 and 896 -> 1152
+    took 2.96 and 3.15 µs in fours, 2.90 and 3.08 as single columns)."""
+    return int(BLOCK_SECONDS * target.dram_bandwidth / target.sms)
 
 
 def blocks_to_aim_for(target: Target) -> int:
@@ -167,15 +183,15 @@ def plan_split_k(
     that reads the weight sooner by more than the combine kernel's launch
     costs. ``weights`` is how many weights of this shape each block reads
     (2 for a gated MLP's gate and up, :func:`sibling_of`): one-row columns
-    are joined (:data:`ONE_ROW_BLOCK_BYTES`) for one weight only."""
+    are joined (:func:`one_row_block_bytes`) for one weight only."""
     if k_major:
         width, tile_bytes = next(
             (c, b) for most, c, b in K_MAJOR_STRIPS if rows <= most
         )
         if width == 1 and weights == 1:
-            joined = 1
+            joined, least = 1, one_row_block_bytes(target)
             while (
-                joined * k * elem_bytes < ONE_ROW_BLOCK_BYTES
+                joined * k * elem_bytes < least
                 and n // (2 * joined) >= JOINED_STRIPS_PER_SM * target.sms
             ):
                 joined *= 2

@@ -7,18 +7,23 @@ GPU), the shared-memory plan and the autotuner (shared memory per block), the
 compilers (the ``sm_XY`` architecture for NVRTC, the capability for Triton)
 and the search's cost model (bandwidths, FLOP rates, latencies).
 
-:data:`H100` (SXM, sm_90) is the only instance, and the default everywhere.
-The limits are the CUDA occupancy figures for compute capability 9.0; the
-speeds are the datasheet numbers the cost model ranks with (they need only be
-right in proportion, see ``search/cost_model.py`` and
-``search/calibration.py``, which fits the float ones to measured times).
+:data:`H100` (SXM, sm_90) is the default everywhere. :data:`H200` is the
+same chip with faster memory; the default lowering plans its skinny matmuls
+for the GPU :func:`current` names (the one the runtime opened, or
+``MIRAGE_GPU``), because how many bytes a block must read to be worth its
+launch depends on the memory's speed (``lowering/split_k.py``). The limits
+are the CUDA occupancy figures for compute capability 9.0; the speeds are
+the datasheet numbers the cost model ranks with (they need only be right in
+proportion, see ``search/cost_model.py`` and ``search/calibration.py``,
+which fits the float ones to measured times).
 
 This module is the package's lowest layer: it imports nothing of the project.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,5 +112,60 @@ H100 = Target(
 """The NVIDIA H100 SXM: what the generated kernels are compiled, verified and
 costed for."""
 
+H200 = replace(H100, name="H200", dram_bandwidth=4.3e12)
+"""The NVIDIA H200: the H100's chip (the same SMs, limits and caches) with
+HBM3e, whose copy kernel measured 4.28 TB/s where the H100's measured
+3.02."""
 
-__all__ = ["H100", "Target"]
+TARGETS = {t.name: t for t in (H100, H200)}
+"""Every target by name."""
+
+ENV = "MIRAGE_GPU"
+"""The environment variable naming the target (``H100``, ``H200``) that
+:func:`current` returns whatever GPU is open."""
+
+_opened: Target | None = None
+
+
+class UnknownTarget(ValueError):
+    """``MIRAGE_GPU`` names no target."""
+
+
+def for_device(name: str) -> Target:
+    """The target of a CUDA device called ``name`` (``NVIDIA H200``): the
+    one whose name the device's contains, :data:`H100` otherwise."""
+    return next((t for t in TARGETS.values() if t.name in name.upper()), H100)
+
+
+def use(target: Target) -> None:
+    """Make ``target`` this process's: the runtime calls it when it opens a
+    GPU, before any search forks its workers, so they plan for it too."""
+    global _opened
+    _opened = target
+
+
+def current() -> Target:
+    """The target the lowering plans for: the one ``MIRAGE_GPU`` names, else
+    the GPU this process opened (:func:`use`), else :data:`H100`."""
+    named = os.environ.get(ENV)
+    if named:
+        try:
+            return TARGETS[named.strip().upper()]
+        except KeyError:
+            raise UnknownTarget(
+                f"{ENV}={named} names no GPU target (known: {', '.join(TARGETS)})"
+            ) from None
+    return _opened or H100
+
+
+__all__ = [
+    "ENV",
+    "H100",
+    "H200",
+    "TARGETS",
+    "Target",
+    "UnknownTarget",
+    "current",
+    "for_device",
+    "use",
+]

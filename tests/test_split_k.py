@@ -15,7 +15,7 @@ import pytest
 from test_triton import _failures, _interpret, needs_triton
 
 from mirage_xdsl.dialects import kernel
-from mirage_xdsl.gpu_target import H100
+from mirage_xdsl.gpu_target import H100, H200
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import parse
 from mirage_xdsl.lowering.default_customize import DefaultCustomizePass
@@ -23,6 +23,7 @@ from mirage_xdsl.lowering.norm_prologue import ROW_TILE
 from mirage_xdsl.lowering.split_k import (
     JOINED_STRIPS_PER_SM,
     WEIGHT_TILE_BYTES,
+    one_row_block_bytes,
     plan_split_k,
 )
 from mirage_xdsl.semantics import interpreter
@@ -86,13 +87,30 @@ def test_a_transposed_weight_gets_narrow_strips(k: int, n: int, rows: int) -> No
 )
 def test_a_short_column_at_one_row_is_joined_by_its_neighbours(k, n, width, chunk):
     """At one row a block owns single columns in 2 KB chunks, unless a whole
-    column is under ONE_ROW_BLOCK_BYTES: then it owns as many (a power of
-    two) as make that much, each chunk as many 2 KB, while the strips stay
-    at least JOINED_STRIPS_PER_SM a multiprocessor."""
+    column is under one_row_block_bytes (3.6 KB on an H100): then it owns as
+    many (a power of two) as make that much, each chunk as many 2 KB, while
+    the strips stay at least JOINED_STRIPS_PER_SM a multiprocessor."""
     plan = plan_split_k(1, n, k, 2, H100, k_major=True)
     assert (plan.n_tile, plan.k_tile) == (width, chunk)
     if width > 1:
         assert n // width >= JOINED_STRIPS_PER_SM * H100.sms
+
+
+@pytest.mark.parametrize(
+    "k, n, width, chunk",
+    [
+        (2048, 128256, 2, 1024),  # 4 KB a column: pairs on the faster memory
+        (896, 151936, 4, 896),  # 1.75 KB: fours, as on an H100
+        (8192, 2048, 1, 1024),  # 16 KB a column
+        (2048, 2048, 1, 1024),  # pairs would be 1024 strips: too few
+    ],
+)
+def test_one_row_blocks_read_more_on_faster_memory(k, n, width, chunk):
+    """An H200's block must read 5.1 KB to be worth its launch
+    (one_row_block_bytes follows the memory's bandwidth)."""
+    assert one_row_block_bytes(H100) < 4096 < one_row_block_bytes(H200)
+    plan = plan_split_k(1, n, k, 2, H200, k_major=True)
+    assert (plan.n_tile, plan.k_tile) == (width, chunk)
 
 
 def test_a_gated_pair_keeps_single_columns_at_one_row():

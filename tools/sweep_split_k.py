@@ -35,6 +35,10 @@ TRANSPOSED_STRIPS = (4, 16, 64)
 TRANSPOSED_TILE_BYTES = (8 << 10, 16 << 10)
 """A transposed weight's columns are contiguous: narrow strips read whole
 lines too."""
+ONE_ROW_STRIPS = (1, 2, 4)
+ONE_ROW_TILE_BYTES = (2 << 10, 4 << 10, 8 << 10)
+"""One row of a transposed weight: single columns (or a few joined) in
+chunks of a few KB, the default's form, and the sizes around it."""
 SPLITS = (1, 2, 4, 8)
 
 
@@ -48,12 +52,15 @@ def program(m: int, k: int, n: int, transposed: bool):
     return g.module()
 
 
-def plans(k: int, n: int, elem: int, transposed: bool = False):
-    """Every (strip, chunk, splits) the split-K kernels can take at ``k, n``."""
+def plans(k: int, n: int, elem: int, transposed: bool = False, rows: int = 16):
+    """Every (strip, chunk, splits) the split-K kernels can take at ``k, n``
+    (one row of a transposed weight: the one-row grid)."""
     from mirage_xdsl.lowering.split_k import SplitK
 
     strips = TRANSPOSED_STRIPS if transposed else STRIPS
     tiles = TRANSPOSED_TILE_BYTES if transposed else TILE_BYTES
+    if transposed and rows == 1:
+        strips, tiles = ONE_ROW_STRIPS, ONE_ROW_TILE_BYTES
     for strip, tile, splits in itertools.product(strips, tiles, SPLITS):
         if n % strip:
             continue
@@ -83,7 +90,7 @@ def sweep(timer, shape: str, m: int, transposed: bool, deadline: float) -> list:
     plan until ``deadline``."""
     import torch
 
-    from mirage_xdsl.gpu_target import H100
+    from mirage_xdsl.gpu_target import current
     from mirage_xdsl.lowering.split_k import plan_split_k
 
     k, n = map(int, shape.split("x"))
@@ -105,8 +112,8 @@ def sweep(timer, shape: str, m: int, transposed: bool, deadline: float) -> list:
         )
 
     record("torch.matmul", lambda: torch.matmul(x, w.t()))
-    default = plan_split_k(m, n, k, 2, H100, k_major=transposed)
-    for plan in [None, *plans(k, n, 2, transposed)]:
+    default = plan_split_k(m, n, k, 2, current(), k_major=transposed)
+    for plan in [None, *plans(k, n, 2, transposed, m)]:
         if time.monotonic() > deadline:
             print("stopped: budget", flush=True)
             break
@@ -132,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="*", type=int, default=[1])
     parser.add_argument("--transposed", action="store_true")
     parser.add_argument("--budget", type=float, default=400.0, help="seconds")
+    parser.add_argument(
+        "--shape-budget", type=float, help="seconds per shape and row count"
+    )
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
 
@@ -141,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget
     rows = []
     for shape, m in itertools.product(args.shapes, args.rows):
-        found = sweep(timer, shape, m, args.transposed, deadline)
+        until = deadline
+        if args.shape_budget:
+            until = min(deadline, time.monotonic() + args.shape_budget)
+        found = sweep(timer, shape, m, args.transposed, until)
         rows.extend(found)
         if found:
             best = min(found, key=lambda r: r["us"])

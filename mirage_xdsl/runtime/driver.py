@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mirage_xdsl import gpu_target
 from mirage_xdsl.ir.diagnostics import MirageError
 
 
@@ -159,6 +160,8 @@ class Device:
         self.context = d.call("cuDevicePrimaryCtxRetain", self.handle)
         self.make_current()
         self.info = self._read_info(ordinal)
+        # the lowering plans for this GPU from now on (gpu_target.current)
+        gpu_target.use(gpu_target.for_device(self.info.name))
 
     def make_current(self) -> None:
         self.driver.call("cuCtxSetCurrent", self.context)

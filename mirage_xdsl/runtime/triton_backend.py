@@ -199,13 +199,15 @@ def compile_triton(
     from mirage_xdsl.runtime.driver import Device, gpu_unavailable_reason
     from mirage_xdsl.runtime.driver import device as open_device
 
+    if tune is None:
+        tune = gpu_unavailable_reason() is None
+    dev = None
+    if tune and form is None:  # opened first: the lowering plans for this GPU
+        dev = device if isinstance(device, Device) else open_device(device)
     program = (
         module if isinstance(module, TritonProgram) else lower_triton(module, function)
     )
-    if tune is None:
-        tune = gpu_unavailable_reason() is None
-    if tune and form is None:
-        dev = device if isinstance(device, Device) else open_device(device)
+    if dev is not None:
         timer = graph_timer(dev)
         per_kernel = kernel_timer(program, dev, timer)
 
