@@ -169,6 +169,35 @@ def test_a_norm_with_its_weight_becomes_part_of_the_product() -> None:
     assert_same_results(module, out)
 
 
+def test_a_product_loop_reads_what_the_producer_stored() -> None:
+    """An element-wise producer (an exp) folds into a product that reads its
+    tile once, but not into one whose for-loop walks it: the loop's loads
+    feed the product, and the tl.dot form pipelines only loads that do so
+    directly (checked to fail with the rule taken out of ``_plain``)."""
+    exp = NORM_THEN_PRODUCT.replace("block.rms_norm %r", "block.exp %r")
+    looped = parse(make_context(), exp, "looped.mlir")
+    assert kernels(folded(looped)) == 2
+    once = parse(
+        make_context(),
+        exp.replace("forloop 2 :", "forloop 1 :")
+        .replace(
+            "fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>",
+            "fmap -1 : tensor<4x64xf16> -> tensor<4x64xf16>",
+        )
+        .replace(
+            "fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>",
+            "fmap -1 : tensor<64x16xf16> -> tensor<64x16xf16>",
+        )
+        .replace(
+            "tensor<4x32xf16>, tensor<32x16xf16>", "tensor<4x64xf16>, tensor<64x16xf16>"
+        ),
+        "once.mlir",
+    )
+    out = folded(once)
+    assert kernels(out) == 1
+    assert_same_results(once, out)
+
+
 SPLIT_SUM = """
 func.func @f(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
   %p = kernel.customized(%x) grid [4, 2, 1] block [128, 1, 1] forloop 1 : (tensor<4x64xf32>) -> tensor<4x64xf32> {
