@@ -238,9 +238,9 @@ def _feeds_a_product_loop(reader: kernel.CustomizedOp) -> bool:
     form pipelines the loads that feed the product directly, and a load
     with the producer's arithmetic between it and the product is not
     pipelined. The default attention's second product over 1024 keys (16
-    iterations) took 4.0 µs reading the normalized scores and 19.7-20.4 in
-    every form with the division and its row sums folded in (an H200,
-    ``docs/bench/fold_ab_h200.txt``)."""
+    iterations) took 4.0 µs a layer in a decode step reading the normalized
+    scores, and 18.9 with the division and its row sums folded in (19.7-20.4
+    in every form timed alone; an H200, ``docs/bench/fold_ab_h200.txt``)."""
     return reader.forloop > 1 and any(
         isinstance(o, block.MatmulOp) for o in reader.entry.ops
     )
