@@ -577,3 +577,24 @@ def test_split_k_combine_finishes_the_norm_alongside_the_parts() -> None:
     xs = random_inputs(program, seed=3)
     for out, ref in zip(run(module, xs), run(program, xs), strict=True):
         assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-3
+
+
+def test_a_search_its_budget_stopped_answers_one_given_its_guaranteed_share(
+    tmp_path,
+) -> None:
+    """A segment searched again with its earlier segments served from the
+    cache gets more time than it had; the cached result still answers it
+    where it had the segment's guaranteed share (``served_by``), and only
+    then."""
+    program = WORKLOADS["rmsnorm_linear"].module(1, 8)
+
+    def search_with(budget: float, served_by: float | None = None):
+        options = SearchOptions(jobs=1, max_kernels=1, budget=budget)
+        return superoptimize_function(
+            entry_function(program), options, None, str(tmp_path), None, served_by
+        ).report
+
+    first = search_with(0.3)
+    assert first.stopped == "budget" and not first.cached
+    assert search_with(0.6, served_by=0.3).cached
+    assert not search_with(0.6, served_by=0.45).cached  # it had less

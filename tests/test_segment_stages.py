@@ -48,7 +48,7 @@ def _run(measure, monkeypatch):
     assert len(partition(fn, SearchOptions().segment_ops, by_stage=True)) == 2
     times = iter([10e-6, 3e-6, 4e-6])  # the whole segment's pick, then each stage's
 
-    def search(self, f, budget, progress, prologue=None):
+    def search(self, f, budget, progress, prologue=None, served_by=None):
         seconds = next(times)
         report = Report(f.sym_name.data, input_cost=seconds, best_cost=seconds)
         report.measured = [{"input": True, "chosen": True, "time_us": seconds * 1e6}]
@@ -97,7 +97,7 @@ def test_stages_keep_their_part_of_the_share_when_the_whole_search_overran(
     fn = _normed_projection()
     budgets: list[float] = []
 
-    def search(self, f, budget, progress, prologue=None):
+    def search(self, f, budget, progress, prologue=None, served_by=None):
         budgets.append(budget)
         clock[0] += 20.0 if f is fn else budget
         seconds = 10e-6 if f is fn else 3e-6
@@ -109,3 +109,31 @@ def test_stages_keep_their_part_of_the_share_when_the_whole_search_overran(
     segment = _Segment(0, 1, Shares(110.0, (1.0,)), SearchOptions(), None, None)
     segment.run(fn, Progress(None), io.StringIO(), [])
     assert budgets == pytest.approx([6.0, 2.0, 2.0])
+
+
+def test_each_search_is_served_from_the_cache_by_its_guaranteed_share(
+    monkeypatch,
+) -> None:
+    """A segment whose earlier segments came from the cache starts with all
+    the budget left (20 s here, of a 10 s total): its searches are still
+    answered by cached results that had the share the segment is guaranteed
+    (6 s for the whole, 2 s a stage), not the longer one it got."""
+    import time
+
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    fn = _normed_projection()
+    served: list[float | None] = []
+
+    def search(self, f, budget, progress, prologue=None, served_by=None):
+        served.append(served_by)
+        seconds = 10e-6 if f is fn else 3e-6
+        report = Report(f.sym_name.data, input_cost=seconds, best_cost=seconds)
+        report.measured = [{"input": True, "chosen": True, "time_us": seconds * 1e6}]
+        return Outcome(None, f.clone(), report)
+
+    monkeypatch.setattr(_Segment, "_search", search)
+    shares = Shares(120.0, (1.0,), 10.0)
+    segment = _Segment(0, 1, shares, SearchOptions(), None, None)
+    segment.run(fn, Progress(None), io.StringIO(), [])
+    assert served == pytest.approx([6.0, 2.0, 2.0])

@@ -111,6 +111,7 @@ def _by_segments(
     shares = Shares(
         time.monotonic() + options.budget,
         tuple(weights([work(s.function) for s in segments])),
+        options.budget,
     )
     if log is not None:
         print(
@@ -186,9 +187,15 @@ class _Segment:
         stages = partition(fn, self.options.segment_ops, by_stage=True)
         staged = len(stages) > 1
         share = self.shares.share(self.index)
+        guaranteed = self.shares.guaranteed(self.index)
         end = time.monotonic() + share
+        whole = WHOLE_FIRST if staged else 1.0
         outcome = self._search(
-            fn, share * (WHOLE_FIRST if staged else 1.0), progress, prologue
+            fn,
+            share * whole,
+            progress,
+            prologue,
+            None if guaranteed is None else guaranteed * whole,
         )
         _record(outcome.report, log, reports)
         if not staged or _improved(outcome.report):
@@ -209,6 +216,9 @@ class _Segment:
                 max(left / (len(stages) - i), kept, MIN_SECONDS),
                 progress,
                 restricted(prologue, piece.inputs),
+                None
+                if guaranteed is None
+                else guaranteed * (1.0 - WHOLE_FIRST) / len(stages),
             )
             _record(stage.report, log, reports)
             found.append(stage.function)
@@ -260,6 +270,7 @@ class _Segment:
         budget: float,
         progress: Progress,
         prologue: Prologue | None = None,
+        served_by: float | None = None,
     ):
         measure = self._measure_behind(prologue)
         progress.stage = (
@@ -272,6 +283,7 @@ class _Segment:
             measure,
             self.cache_dir,
             progress,
+            served_by,
         )
 
 

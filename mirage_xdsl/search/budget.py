@@ -125,6 +125,18 @@ class Shares:
 
     deadline: float
     weights: tuple[float, ...]
+    total: float | None = None
+    """The whole budget in seconds, which :meth:`guaranteed` splits."""
+
+    def guaranteed(self, i: int) -> float | None:
+        """Seconds search ``i`` gets when every search keeps to its own
+        share (None where the total is not known). A run whose earlier
+        searches come from the cache gives the later ones more than that,
+        so a search its budget stopped answers them from the cache if it
+        had this much (``superoptimize_function``'s ``served_by``)."""
+        if self.total is None:
+            return None
+        return max(self.total * self.weights[i], MIN_SECONDS)
 
     def share(self, i: int) -> float:
         """Seconds for search ``i``, from now."""

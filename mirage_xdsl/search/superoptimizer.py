@@ -27,7 +27,8 @@ candidates above the limit, so the pick stays the same (``bound.py``).
 SIGINT and SIGTERM stop the search (a second one aborts), and so does a
 worker process that dies (``budget.py``): what was found so far is verified
 and returned, and nothing is written to the cache (a search its budget
-stopped is cached with that budget, ``_answers``; a longer search times its
+stopped is cached with that budget, ``_answers``, and answers a segment's
+search that is guaranteed no more, ``served_by``; a longer search times its
 pick beside the input as a baseline). The cache itself is
 written atomically (``cache.py``), so a process killed at any point leaves
 it readable; its key holds the version of the code (``version.py``).
@@ -279,8 +280,14 @@ def superoptimize_function(
     measure: Measure | None = None,
     cache_dir: str | None = None,
     progress: Progress | None = None,
+    served_by: float | None = None,
 ) -> Outcome:
-    """Search for the best verified µGraph equivalent to a kernel-level function."""
+    """Search for the best verified µGraph equivalent to a kernel-level function.
+
+    ``served_by``: a result its budget stopped, cached, answers this search
+    if it had at least this many seconds (at most ``options.budget``): a
+    segment's guaranteed share, where a run served from the cache gives the
+    later segments more time than the run that searched (``Shares``)."""
     from mirage_xdsl.ir.printing import module_text
 
     start = time.monotonic()
@@ -301,7 +308,8 @@ def superoptimize_function(
     key = search_key(text, options.key(), measure_key or "")
     cacheable = measure is None or measure_key is not None
     hit = cache.verified(key, text, options) if cache and cacheable else None
-    if hit is not None and _answers(hit, options.budget):
+    enough = options.budget if served_by is None else min(options.budget, served_by)
+    if hit is not None and _answers(hit, enough):
         return _from_cache(hit, report, start)
     # a shorter search's pick competes as a baseline: searching again with
     # more time never ends on a program slower than the one it replaces
