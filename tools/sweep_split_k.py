@@ -145,8 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args(argv)
 
+    from mirage_xdsl.gpu_target import current
+    from mirage_xdsl.runtime.driver import gpu_unavailable_reason
     from mirage_xdsl.runtime.timer import GraphTimer
 
+    # opening the GPU makes it the target the default plans are made for
+    if (reason := gpu_unavailable_reason()) is not None:
+        print(f"sweep_split_k: {reason}", file=sys.stderr)
+        return 1
+    print(f"planning for the {current().name}", flush=True)
     timer = GraphTimer(reps=30, warmup=3)
     deadline = time.monotonic() + args.budget
     rows = []
