@@ -115,6 +115,25 @@ func.func @f(%x: tensor<4x64xf16>, %w: tensor<64x16xf16>) -> tensor<4x16xf16> {
 """
 
 
+def read_once(text: str) -> str:
+    """NORM_THEN_PRODUCT's product (or a variant's) loading its operands
+    whole, with no for-loop."""
+    return (
+        text.replace("forloop 2 :", "forloop 1 :")
+        .replace(
+            "fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>",
+            "fmap -1 : tensor<4x64xf16> -> tensor<4x64xf16>",
+        )
+        .replace(
+            "fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>",
+            "fmap -1 : tensor<64x16xf16> -> tensor<64x16xf16>",
+        )
+        .replace(
+            "tensor<4x32xf16>, tensor<32x16xf16>", "tensor<4x64xf16>, tensor<64x16xf16>"
+        )
+    )
+
+
 def test_a_reader_that_splits_the_rows_keeps_the_producer() -> None:
     """The product walks the normalised rows (its contraction dim) in two
     for-loop iterations: no block holds whole rows to normalise."""
@@ -128,39 +147,30 @@ def test_a_norm_with_its_weight_becomes_part_of_the_product() -> None:
     """The weight has only the last dim: every block reads it whole."""
     module = parse(
         make_context(),
-        NORM_THEN_PRODUCT.replace(
-            "%x: tensor<4x64xf16>, %w", "%x: tensor<4x64xf16>, %g: tensor<64xf16>, %w"
-        )
-        .replace(
-            "kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
-            "(tensor<4x64xf16>)",
-            "kernel.customized(%x, %g) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
-            "(tensor<4x64xf16>, tensor<64xf16>)",
-        )
-        .replace(
-            "^bb0(%a: tensor<4x64xf16>):",
-            "^bb0(%a: tensor<4x64xf16>, %ga: tensor<64xf16>):\n"
-            "    %tg = block.input %ga imap [-1, -1, -1] fmap -1 : "
-            "tensor<64xf16> -> tensor<1x64xf16>",
-        )
-        .replace(
-            "block.output %m omap",
-            "%mg = block.mul %m, %tg : tensor<1x64xf16>, tensor<1x64xf16> -> "
-            "tensor<1x64xf16>\n    block.output %mg omap",
-        )
-        .replace("forloop 2 :", "forloop 1 :")
-        .replace(
-            "fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>",
-            "fmap -1 : tensor<4x64xf16> -> tensor<4x64xf16>",
-        )
-        .replace(
-            "fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>",
-            "fmap -1 : tensor<64x16xf16> -> tensor<64x16xf16>",
-        )
-        .replace(
-            "tensor<4x32xf16>, tensor<32x16xf16>", "tensor<4x64xf16>, tensor<64x16xf16>"
-        )
-        .replace("block.output %m omap", "block.output %mg omap"),
+        read_once(
+            NORM_THEN_PRODUCT.replace(
+                "%x: tensor<4x64xf16>, %w",
+                "%x: tensor<4x64xf16>, %g: tensor<64xf16>, %w",
+            )
+            .replace(
+                "kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+                "(tensor<4x64xf16>)",
+                "kernel.customized(%x, %g) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+                "(tensor<4x64xf16>, tensor<64xf16>)",
+            )
+            .replace(
+                "^bb0(%a: tensor<4x64xf16>):",
+                "^bb0(%a: tensor<4x64xf16>, %ga: tensor<64xf16>):\n"
+                "    %tg = block.input %ga imap [-1, -1, -1] fmap -1 : "
+                "tensor<64xf16> -> tensor<1x64xf16>",
+            )
+            .replace(
+                "block.output %m omap",
+                "%mg = block.mul %m, %tg : tensor<1x64xf16>, tensor<1x64xf16> -> "
+                "tensor<1x64xf16>\n    block.output %mg omap",
+            )
+            .replace("block.output %m omap", "block.output %mg omap")
+        ),
         "weighted.mlir",
     )
     out = folded(module)
@@ -179,18 +189,7 @@ def test_a_product_loop_reads_what_the_producer_stored() -> None:
     assert kernels(folded(looped)) == 2
     once = parse(
         make_context(),
-        exp.replace("forloop 2 :", "forloop 1 :")
-        .replace(
-            "fmap 1 : tensor<4x64xf16> -> tensor<4x32xf16>",
-            "fmap -1 : tensor<4x64xf16> -> tensor<4x64xf16>",
-        )
-        .replace(
-            "fmap 0 : tensor<64x16xf16> -> tensor<32x16xf16>",
-            "fmap -1 : tensor<64x16xf16> -> tensor<64x16xf16>",
-        )
-        .replace(
-            "tensor<4x32xf16>, tensor<32x16xf16>", "tensor<4x64xf16>, tensor<64x16xf16>"
-        ),
+        read_once(exp),
         "once.mlir",
     )
     out = folded(once)
