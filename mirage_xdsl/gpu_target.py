@@ -10,8 +10,9 @@ and the search's cost model (bandwidths, FLOP rates, latencies).
 :data:`H100` (SXM, sm_90) is the default everywhere. :data:`H200` is the
 same chip with faster memory; the default lowering plans its skinny matmuls
 for the GPU :func:`current` names (the one the runtime opened, or
-``MIRAGE_GPU``), because how many bytes a block must read to be worth its
-launch depends on the memory's speed (``lowering/split_k.py``). The limits
+``MIRAGE_GPU``), because how many bytes a one-row block must read to be
+worth its launch, and how many blocks keep the memory busy, depend on the
+memory's speed (``lowering/split_k.py``). The limits
 are the CUDA occupancy figures for compute capability 9.0; the speeds are
 the datasheet numbers the cost model ranks with (they need only be right in
 proportion, see ``search/cost_model.py`` and ``search/calibration.py``,

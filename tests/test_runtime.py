@@ -541,6 +541,18 @@ def test_mirage_run_on_cuda_without_gpu_is_one_line(capsys) -> None:
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
+def test_mirage_run_names_an_unknown_gpu_target_in_one_line(
+    capsys, monkeypatch
+) -> None:
+    from mirage_xdsl.cli.run import main
+
+    monkeypatch.setenv("MIRAGE_GPU", "B200")
+    root = Path(__file__).resolve().parent.parent
+    assert main(["--device", "cuda", str(root / "examples" / "gqa.mlir")]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: MIRAGE_GPU=B200 names no GPU target (known: H100, H200)\n"
+
+
 def test_lowering_entry_point_is_named_when_missing(monkeypatch) -> None:
     from mirage_xdsl.runtime import lower
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from mirage_xdsl.gpu_target import UnknownTarget
 from mirage_xdsl.ir.context import make_context
 from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
 from mirage_xdsl.semantics.inputs import random_inputs
@@ -143,9 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             verdict = "match" if err < 1e-3 else "DIFFER"
             print(f"relative difference to {args.compare}: {err:.3g} ({verdict})")
             return 0 if err < 1e-3 else 1
-    except (MirageError, MemoryError) as e:
+    except (MirageError, MemoryError, UnknownTarget) as e:
         if args.debug:
             raise
+        if isinstance(e, UnknownTarget):
+            e = MirageError(f"error: {e}")
         print(
             e if isinstance(e, MirageError) else "error: out of memory", file=sys.stderr
         )

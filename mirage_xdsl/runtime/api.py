@@ -22,7 +22,7 @@ from mirage_xdsl.ir.diagnostics import MirageError
 from mirage_xdsl.lowering.program import GpuProgram
 from mirage_xdsl.runtime.cache import CubinCache
 from mirage_xdsl.runtime.compiled import CompiledProgram
-from mirage_xdsl.runtime.driver import Device
+from mirage_xdsl.runtime.driver import Device, open_for_lowering
 
 
 def lower(module: Any, function: str | None = None) -> GpuProgram:
@@ -78,6 +78,7 @@ def compile(
     """
     if isinstance(program, GpuProgram):
         return CompiledProgram(program, device=device, cache=cache)
+    open_for_lowering(device)  # the default lowering plans for this GPU
     fallback = ""
     if resolve_backend(backend) == "triton":
         from mirage_xdsl.runtime.triton_backend import compile_triton

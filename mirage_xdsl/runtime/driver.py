@@ -240,6 +240,18 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def open_for_lowering(which: int | Device = 0) -> None:
+    """Open GPU ``which`` where one is usable, so the lowering that follows
+    plans for it (``gpu_target.current``); nothing where none is."""
+    if isinstance(which, Device):
+        gpu_target.use(gpu_target.for_device(which.info.name))
+        return
+    try:
+        device(which)
+    except GpuError:
+        pass
+
+
 def device(ordinal: int = 0) -> Device:
     """The process-wide :class:`Device` for ``ordinal`` (opened on first use)."""
     if ordinal not in _devices:

@@ -196,18 +196,21 @@ def compile_triton(
     visible and ``tune`` is not False), compile, and return the program.
     ``form`` (untuned only) forces the matmul form of every kernel."""
     from mirage_xdsl.runtime.compiled import CompiledProgram
-    from mirage_xdsl.runtime.driver import Device, gpu_unavailable_reason
+    from mirage_xdsl.runtime.driver import (
+        Device,
+        gpu_unavailable_reason,
+        open_for_lowering,
+    )
     from mirage_xdsl.runtime.driver import device as open_device
 
-    if tune is None:
-        tune = gpu_unavailable_reason() is None
-    dev = None
-    if tune and form is None:  # opened first: the lowering plans for this GPU
-        dev = device if isinstance(device, Device) else open_device(device)
+    open_for_lowering(device)  # the default lowering plans for this GPU
     program = (
         module if isinstance(module, TritonProgram) else lower_triton(module, function)
     )
-    if dev is not None:
+    if tune is None:
+        tune = gpu_unavailable_reason() is None
+    if tune and form is None:
+        dev = device if isinstance(device, Device) else open_device(device)
         timer = graph_timer(dev)
         per_kernel = kernel_timer(program, dev, timer)
 

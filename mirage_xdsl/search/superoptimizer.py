@@ -284,10 +284,11 @@ def superoptimize_function(
 ) -> Outcome:
     """Search for the best verified µGraph equivalent to a kernel-level function.
 
-    ``served_by``: a result its budget stopped, cached, answers this search
-    if it had at least this many seconds (at most ``options.budget``): a
-    segment's guaranteed share, where a run served from the cache gives the
-    later segments more time than the run that searched (``Shares``)."""
+    ``served_by``: a segment's guaranteed share (``Shares``). A result its
+    budget stopped, cached by a search guaranteed at least as much that had
+    about that much (:data:`HAD_ITS_SHARE`), answers this search: a run whose
+    earlier segments come from the cache gives the later ones more time than
+    the run that searched."""
     from mirage_xdsl.ir.printing import module_text
 
     start = time.monotonic()
@@ -308,8 +309,7 @@ def superoptimize_function(
     key = search_key(text, options.key(), measure_key or "")
     cacheable = measure is None or measure_key is not None
     hit = cache.verified(key, text, options) if cache and cacheable else None
-    enough = options.budget if served_by is None else min(options.budget, served_by)
-    if hit is not None and _answers(hit, enough):
+    if hit is not None and _answers(hit, options.budget, served_by):
         return _from_cache(hit, report, start)
     # a shorter search's pick competes as a baseline: searching again with
     # more time never ends on a program slower than the one it replaces
@@ -354,6 +354,8 @@ def superoptimize_function(
         entry = {"program": program_text, "report": report.to_json()}
         if report.stopped:
             entry["budget"] = options.budget
+            if served_by is not None and options.budget >= HAD_ITS_SHARE * served_by:
+                entry["guaranteed"] = served_by
         cache.put(key, entry)
     return Outcome(best, fn, report, candidates)
 
@@ -365,13 +367,24 @@ def enumerable(graph: UGraph) -> bool:
     return not any(op.kind in t.LAYOUT_KINDS for op in graph.ops)
 
 
-def _answers(entry: dict, budget: float) -> bool:
+HAD_ITS_SHARE = 0.8
+"""A segment's search given at least this part of its guaranteed share had
+that share: the searches before it spend all of theirs, and the pool's start
+and the work between searches come off the later ones' time, so a search
+seldom gets exactly its share even where nothing overran. One given less was
+starved (an earlier search overran) and is searched again on a rerun."""
+
+
+def _answers(entry: dict, budget: float, served_by: float | None = None) -> bool:
     """Whether a cached result answers a search with ``budget`` seconds: a
-    complete search always does; one its budget stopped answers only searches
-    given no more time than it had, so a longer budget searches again (and
-    replaces the entry). A search a signal or a lost worker stopped is never
-    cached."""
-    return "budget" not in entry or budget <= entry["budget"]
+    complete search always does; one its budget stopped answers searches
+    given no more time than it had, and a segment's search guaranteed the
+    share it was guaranteed (``served_by``: the same figure, from the same
+    budget and weights), so a longer budget searches again (and replaces the
+    entry). A search a signal or a lost worker stopped is never cached."""
+    if "budget" not in entry or budget <= entry["budget"]:
+        return True
+    return served_by is not None and served_by <= entry.get("guaranteed", 0.0)
 
 
 def _function_of(ug: UGraph) -> func.FuncOp:
