@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.gpu_target import UnknownTarget
 from mirage_xdsl.ir.context import make_context
-from mirage_xdsl.ir.diagnostics import MirageError, parse, verify
+from mirage_xdsl.ir.diagnostics import MirageError, error_line, parse, verify
 from mirage_xdsl.semantics.inputs import random_inputs
 from mirage_xdsl.semantics.interpreter import entry_function, run
 
@@ -147,11 +147,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MirageError, MemoryError, UnknownTarget) as e:
         if args.debug:
             raise
-        if isinstance(e, UnknownTarget):
-            e = MirageError(f"error: {e}")
-        print(
-            e if isinstance(e, MirageError) else "error: out of memory", file=sys.stderr
-        )
+        if isinstance(e, MirageError):
+            line = str(e)
+        elif isinstance(e, MemoryError):
+            line = "error: out of memory"
+        else:  # a MIRAGE_GPU naming no target
+            line = f"error: {error_line(e)}"
+        print(line, file=sys.stderr)
         return 1
     return 0
 

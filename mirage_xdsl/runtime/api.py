@@ -78,7 +78,6 @@ def compile(
     """
     if isinstance(program, GpuProgram):
         return CompiledProgram(program, device=device, cache=cache)
-    open_for_lowering(device)  # the default lowering plans for this GPU
     fallback = ""
     if resolve_backend(backend) == "triton":
         from mirage_xdsl.runtime.triton_backend import compile_triton
@@ -91,6 +90,7 @@ def compile(
             # auto: a program Triton cannot build (a tile over the shared
             # memory a block has, say) still runs, as CUDA C
             fallback = str(e).removeprefix("error: ")
+    open_for_lowering(device)  # the default lowering plans for this GPU
     compiled = CompiledProgram(lower(program, function), device=device, cache=cache)
     compiled.fallback = fallback
     return compiled
