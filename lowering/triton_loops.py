@@ -21,6 +21,15 @@ layer's segments.) So measured selection times its candidates with such
 loops unrolled :data:`ROLLED_UNROLL` iterations at a time
 (:func:`rolled_loops`), up to 6% slower and several times quicker to
 compile, and the program built to run unrolls them in full.
+
+A loop left rolled that has no ``tl.dot`` loads its tiles one iteration
+ahead (:func:`loads_ahead`, :func:`ahead_mask`): the first iteration's tiles
+are loaded before the loop, and each iteration loads the next one's before
+it uses its own, held in registers across the iteration. So two iterations'
+loads are in flight, not one. A tile of a program input (a weight, which no
+kernel writes) is loaded first before the wait for the kernel ahead
+(``gdc_wait()``): a kernel launched programmatically has its first weight
+tiles on the way while the kernel ahead still runs.
 """
 
 from __future__ import annotations
@@ -32,6 +41,14 @@ from contextvars import ContextVar
 ROLLED_UNROLL = 8
 """Iterations a loop that would be unrolled is unrolled by within
 :func:`rolled_loops` (Triton's ``loop_unroll_factor``)."""
+
+LOADS_AHEAD = True
+"""Whether a rolled loop without ``tl.dot`` loads its tiles one iteration
+ahead (read when a kernel is printed)."""
+
+AHEAD_ELEMENTS = 1 << 14
+"""Most elements a block loads per iteration for its loop to load ahead:
+the tiles are held twice, and 16K elements over 8 warps are 64 a thread."""
 
 _ROLLED: ContextVar[bool] = ContextVar("rolled_loops", default=False)
 
@@ -58,3 +75,16 @@ def loop_range(iterations: int, unrolled: bool) -> str:
         factor = min(iterations, ROLLED_UNROLL)
         return f"tl.range(0, {iterations}, loop_unroll_factor={factor})"
     return f"tl.static_range(0, {iterations})"
+
+
+def loads_ahead(loop_elements: int) -> bool:
+    """Whether a rolled loop without ``tl.dot`` that loads ``loop_elements``
+    per iteration loads them one iteration ahead."""
+    return LOADS_AHEAD and loop_elements <= AHEAD_ELEMENTS
+
+
+def ahead_mask(mask: str | None, iterations: int) -> str:
+    """The mask of a tile's load for the next iteration: ``mask`` (its
+    padding) and, on the last iteration, nothing (no next tile to load)."""
+    last = f"(it + 1 < {iterations})"
+    return f"{mask} & {last}" if mask else last

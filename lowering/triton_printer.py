@@ -49,14 +49,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 from mirage_xdsl.dialects import block, kernel
 from mirage_xdsl.dialects import tensor_ops as t
 from mirage_xdsl.dialects.block_structure import Phase
 from mirage_xdsl.ir.diagnostics import OpVerifyError
+from mirage_xdsl.lowering import triton_loops
 from mirage_xdsl.lowering.triton_buffers import IndentedBuffer
-from mirage_xdsl.lowering.triton_loops import loop_range
+from mirage_xdsl.lowering.triton_legalize import MATMUL_ATTR
+from mirage_xdsl.lowering.triton_loops import ahead_mask, loop_range
 from mirage_xdsl.lowering.triton_matmul import MatmulPrinter
 from mirage_xdsl.lowering.triton_plan import plan_kernel, reads_program_input
 from mirage_xdsl.lowering.triton_values import (
@@ -100,6 +103,8 @@ class KernelPrinter(MatmulPrinter):
         }
         """Accumulators their matmul prints (``tl.dot`` into them, or its
         deferred product terms)."""
+        self._ahead: bool | None = None
+        """Whether the for-loop loads its tiles ahead (:meth:`loaded_ahead`)."""
 
     # -- ops ----------------------------------------------------------------
 
@@ -132,6 +137,37 @@ class KernelPrinter(MatmulPrinter):
             return "evict_last"
         return ""
 
+    def loaded_ahead(self, op: block.InputOp) -> bool:
+        """Whether ``op``'s tile is loaded one iteration ahead
+        (``triton_loops.loads_ahead``): a per-iteration tile of the part
+        after the wait, in a rolled for-loop with no ``tl.dot`` (Triton
+        pipelines a ``tl.dot``'s loads itself)."""
+        if self.early or self.phases[op.result] != Phase.LOOP:
+            return False
+        if self._ahead is None:
+            elements = sum(
+                prod(self.tile_of(o))
+                for o in self.op.entry.ops
+                if isinstance(o, block.InputOp) and self.phases[o.result] == Phase.LOOP
+            )
+            self._ahead = (
+                self.forloop > 1
+                and not self.dot_in_loop()
+                and not self.unrolled()
+                and triton_loops.loads_ahead(elements)
+            )
+        return self._ahead
+
+    def dot_in_loop(self) -> bool:
+        """Whether a matmul of the for-loop prints as ``tl.dot``."""
+        plain = (StringAttr("fma"), StringAttr("defer"))
+        return any(
+            isinstance(o, block.MatmulOp)
+            and self.phases[o.results[0]] == Phase.LOOP
+            and o.attributes.get(MATMUL_ATTR) not in plain
+            for o in self.op.entry.ops
+        )
+
     def print_input(self, op: block.InputOp) -> None:
         full = op.viewed_shape  # a lifted tile's leading size-1 dims index 0
         real = t.tensor_shape(op.result)
@@ -139,17 +175,6 @@ class KernelPrinter(MatmulPrinter):
         source = t.tensor_shape(op.source)
         lifted_by = len(full) - len(source)
         window = op.window_of
-        starts = [
-            [
-                scaled(f"pid{g}", full[d] // self.grid[g])
-                for g, m in enumerate(op.input_map)
-                if m == d and self.grid[g] > 1
-            ]
-            + ([scaled("it", real[d])] if op.forloop_dim == d else [])
-            for d in range(len(full))
-        ]
-        if window is not None and window[1]:  # a window starts inside its dim
-            starts[window[0] + lifted_by].append(str(window[1]))
         strides = tuple(row_major_strides((1,) * lifted_by + source))
         order = list(range(len(full)))
         if op.swapped_dims is not None:
@@ -160,31 +185,63 @@ class KernelPrinter(MatmulPrinter):
             order[a], order[b] = order[b], order[a]
         # the tile in memory order: a swap is its own inverse
         in_memory = tuple(padded[d] for d in order)
-        offsets = tile_offsets(
-            tuple(full[d] for d in order),
-            in_memory,
-            [starts[d] for d in order],
-            strides,
-        )
         mask = valid_mask(tuple(real[d] for d in order), in_memory)
         param = self.arg_names[op.source]  # type: ignore[index]
-        load = f"tl.load({param} + {offsets}"
-        load += f", mask={mask}, other=0.0" if mask else ""
-        if policy := self.eviction(op):
-            load += f", eviction_policy='{policy}'"
-        load += ")"
-        if order != sorted(order):
-            load = f"tl.permute({load}, {tuple(order)})"
+
+        def load(iteration: str, mask: str | None) -> str:
+            """The tile's load at the for-loop's iteration ``iteration``."""
+            starts = [
+                [
+                    scaled(f"pid{g}", full[d] // self.grid[g])
+                    for g, m in enumerate(op.input_map)
+                    if m == d and self.grid[g] > 1
+                ]
+                + (
+                    [scaled(iteration, real[d])]
+                    if op.forloop_dim == d and iteration != "0"
+                    else []
+                )
+                for d in range(len(full))
+            ]
+            if window is not None and window[1]:  # a window starts inside its dim
+                starts[window[0] + lifted_by].append(str(window[1]))
+            offsets = tile_offsets(
+                tuple(full[d] for d in order),
+                in_memory,
+                [starts[d] for d in order],
+                strides,
+            )
+            text = f"tl.load({param} + {offsets}"
+            text += f", mask={mask}, other=0.0" if mask else ""
+            if policy := self.eviction(op):
+                text += f", eviction_policy='{policy}'"
+            return text + ")"
+
+        def permuted(tile: str) -> str:
+            return (
+                f"tl.permute({tile}, {tuple(order)})"
+                if order != sorted(order)
+                else tile
+            )
+
         phase = self.phases[op.result]
         name = self.fresh("x")
-        self.emit(
-            phase,
-            f"{name} = {load}  # {param} imap {list(op.input_map)} "
-            f"fmap {op.forloop_dim}"
-            + (
-                "" if op.swapped_dims is None else f" transpose {list(op.swapped_dims)}"
-            ),
+        comment = f"  # {param} imap {list(op.input_map)} fmap {op.forloop_dim}" + (
+            "" if op.swapped_dims is None else f" transpose {list(op.swapped_dims)}"
         )
+        if self.loaded_ahead(op):
+            # the first tile before the loop: before the wait where no kernel
+            # writes it
+            ahead = self.fresh("a")
+            first = self.body.invariant
+            if reads_program_input(self.op, op):
+                first = self.body.early_invariant
+            first.writeline(f"{ahead} = {load('0', mask)}{comment}, iteration 0")
+            self.emit(phase, f"{name} = {permuted(ahead)}")
+            next_tile = load("(it + 1)", ahead_mask(mask, self.forloop))
+            self.emit(phase, f"{ahead} = {next_tile}  # the next iteration's")
+        else:
+            self.emit(phase, f"{name} = {permuted(load('it', mask))}{comment}")
         self.values[op.result] = Value(
             name=name,
             real=real,

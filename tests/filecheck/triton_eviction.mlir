@@ -10,12 +10,12 @@
 
 // With a for-loop, a streamed program input goes first (evict_first); the
 // queries, which several blocks read, get no hint, nor does the combine
-// kernel's read of the parts (it has a for-loop too).
+// kernel's read of the parts (it has a for-loop too, and loads ahead).
 // LOOP:      def gqa_k0(
 // LOOP:      x1 = tl.load(in0 + {{.*}}:])  # in0 imap
 // LOOP:      tl.load(in1 + {{.*}}, eviction_policy='evict_first')
 // LOOP:      def gqa_k1(
-// LOOP:      x1 = tl.load(in0 + {{.*}}))  # in0 imap
+// LOOP:      a{{[0-9]+}} = tl.load(in0 + {{.*}}:])  # in0 imap
 
 builtin.module {
   func.func @add_rmsnorm(%0: tensor<1x2048xf16>, %1: tensor<1x2048xf16>, %2: tensor<1x2048xf16>) -> tensor<1x2048xf16> {
