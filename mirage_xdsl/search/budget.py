@@ -133,7 +133,8 @@ class Shares:
         share (None where the total is not known). A run whose earlier
         searches come from the cache gives the later ones more than that,
         so a search its budget stopped answers them from the cache if it
-        had this much (``superoptimize_function``'s ``served_by``)."""
+        was guaranteed this much (``superoptimize_function``'s
+        ``served_by``)."""
         if self.total is None:
             return None
         return max(self.total * self.weights[i], MIN_SECONDS)

@@ -285,10 +285,10 @@ def superoptimize_function(
     """Search for the best verified µGraph equivalent to a kernel-level function.
 
     ``served_by``: a segment's guaranteed share (``Shares``). A result its
-    budget stopped, cached by a search guaranteed at least as much that had
-    about that much (:data:`HAD_ITS_SHARE`), answers this search: a run whose
-    earlier segments come from the cache gives the later ones more time than
-    the run that searched."""
+    budget stopped, cached by a search guaranteed at least as much, answers
+    this search: a run whose earlier segments come from the cache gives the
+    later ones more time than the run that searched, and a rerun with the
+    same budget serves the program it built before."""
     from mirage_xdsl.ir.printing import module_text
 
     start = time.monotonic()
@@ -354,7 +354,7 @@ def superoptimize_function(
         entry = {"program": program_text, "report": report.to_json()}
         if report.stopped:
             entry["budget"] = options.budget
-            if served_by is not None and options.budget >= HAD_ITS_SHARE * served_by:
+            if served_by is not None:
                 entry["guaranteed"] = served_by
         cache.put(key, entry)
     return Outcome(best, fn, report, candidates)
@@ -367,21 +367,15 @@ def enumerable(graph: UGraph) -> bool:
     return not any(op.kind in t.LAYOUT_KINDS for op in graph.ops)
 
 
-HAD_ITS_SHARE = 0.8
-"""A segment's search given at least this part of its guaranteed share had
-that share: the searches before it spend all of theirs, and the pool's start
-and the work between searches come off the later ones' time, so a search
-seldom gets exactly its share even where nothing overran. One given less was
-starved (an earlier search overran) and is searched again on a rerun."""
-
-
 def _answers(entry: dict, budget: float, served_by: float | None = None) -> bool:
     """Whether a cached result answers a search with ``budget`` seconds: a
     complete search always does; one its budget stopped answers searches
-    given no more time than it had, and a segment's search guaranteed the
-    share it was guaranteed (``served_by``: the same figure, from the same
-    budget and weights), so a longer budget searches again (and replaces the
-    entry). A search a signal or a lost worker stopped is never cached."""
+    given no more time than it had, and a segment's search guaranteed no
+    more than the share it was guaranteed (``served_by``: the same figure,
+    from the same budget and weights), even where an earlier segment
+    overran and left it less: a rerun serves what the first run built, and
+    only a longer budget searches again (and replaces the entry). A search a
+    signal or a lost worker stopped is never cached."""
     if "budget" not in entry or budget <= entry["budget"]:
         return True
     return served_by is not None and served_by <= entry.get("guaranteed", 0.0)
