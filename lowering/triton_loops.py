@@ -77,10 +77,10 @@ def loop_range(iterations: int, unrolled: bool) -> str:
     return f"tl.static_range(0, {iterations})"
 
 
-def loads_ahead(loop_elements: int) -> bool:
-    """Whether a rolled loop without ``tl.dot`` that loads ``loop_elements``
-    per iteration loads them one iteration ahead."""
-    return LOADS_AHEAD and loop_elements <= AHEAD_ELEMENTS
+def loads_ahead(iterations: int, loop_elements: int) -> bool:
+    """Whether a rolled loop without ``tl.dot`` of ``iterations`` that loads
+    ``loop_elements`` per iteration loads them one iteration ahead."""
+    return LOADS_AHEAD and iterations > 1 and loop_elements <= AHEAD_ELEMENTS
 
 
 def ahead_mask(mask: str | None, iterations: int) -> str:

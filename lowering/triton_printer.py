@@ -151,10 +151,9 @@ class KernelPrinter(MatmulPrinter):
                 if isinstance(o, block.InputOp) and self.phases[o.result] == Phase.LOOP
             )
             self._ahead = (
-                self.forloop > 1
-                and not self.dot_in_loop()
+                not self.dot_in_loop()
                 and not self.unrolled()
-                and triton_loops.loads_ahead(elements)
+                and triton_loops.loads_ahead(self.forloop, elements)
             )
         return self._ahead
 

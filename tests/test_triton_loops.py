@@ -60,3 +60,28 @@ def test_the_rolled_forms_compile_for_sm90() -> None:
     forms = max(len(k.variants) for k in program.kernels)
     for form in range(forms):
         _check_compiled(compile_triton(program, tune=False, form=form))
+
+
+def test_a_rolled_loop_loads_ahead_only_tiles_that_fit_twice(monkeypatch) -> None:
+    """Loads one iteration ahead hold two iterations' tiles in registers: a
+    loop of more than :data:`AHEAD_ELEMENTS` a block per iteration, or of
+    one iteration, loads as it goes."""
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.lowering import triton_loops
+    from mirage_xdsl.lowering.triton_loops import AHEAD_ELEMENTS, loads_ahead
+
+    assert loads_ahead(8, AHEAD_ELEMENTS)
+    assert not loads_ahead(8, AHEAD_ELEMENTS + 1)
+    assert not loads_ahead(1, 16)
+
+    def fma_kernel(k: int, n: int) -> str:
+        g = new_kernel_graph("proj")
+        x = g.new_input((1, k))
+        w = g.transpose(g.new_input((n, k)), 0, 1)
+        g.mark_output(g.matmul(g.mul(x, x), w))
+        source = generate_triton(g.module()).source
+        return source[source.index("def proj_k1_fma(") : source.index("BUFFERS")]
+
+    assert "iteration 0" in fma_kernel(4096, 1024)  # 2 x 1024 elements a step
+    monkeypatch.setattr(triton_loops, "AHEAD_ELEMENTS", 1024)
+    assert "iteration 0" not in fma_kernel(4096, 1024)
