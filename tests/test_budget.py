@@ -255,3 +255,41 @@ def test_a_measured_search_covers_the_cost_models_space_first(monkeypatch):
     calls.clear()
     stopping = ""
     assert generate(1.0) == ["pass 1"] and calls == [(100, 1.0)]
+
+
+def test_segments_are_searched_largest_share_first(monkeypatch):
+    """Timing a segment's candidates can overrun its share, and an overrun
+    comes off the searches after it: so segments are searched largest share
+    first, each given the time left times its weight over those still to
+    run (the first its whole share), and their results go back in program
+    order. Here a small element-wise segment comes before a projection that
+    a transpose cuts from it."""
+    import mirage_xdsl.search as search
+    from mirage_xdsl.ir.builder import new_kernel_graph
+    from mirage_xdsl.search.budget import search_order
+    from mirage_xdsl.search.options import SearchOptions
+    from mirage_xdsl.search.report import Outcome, Report
+
+    assert search_order([0.2, 0.5, 0.1, 0.2]) == [1, 0, 3, 2]
+    g = new_kernel_graph("cut")
+    x = g.transpose(g.exp(g.new_input((4, 64))), 0, 1)
+    g.mark_output(g.matmul(g.new_input((4096, 64)), x))
+    module = g.module()
+    pieces = partition(entry_function(module), SearchOptions().segment_ops)
+    segments = [p for p in pieces if isinstance(p, Segment)]
+    shares = weights([work(s.function) for s in segments])
+    assert search_order(shares) == [1, 0]
+
+    calls: list[tuple[str, float]] = []
+
+    def searched(function, options, *args, **kwargs):
+        calls.append((function.sym_name.data, options.budget))
+        report = Report(function.sym_name.data, input_cost=2.0, best_cost=1.0)
+        return Outcome(None, function.clone(), report)
+
+    monkeypatch.setattr(search, "superoptimize_function", searched)
+    before = str(module)
+    superoptimize(module, budget=100.0, jobs=1, cache_dir="none")
+    assert [name for name, _ in calls] == ["cut_s1", "cut_s0"]
+    assert calls[0][1] == pytest.approx(100.0 * shares[1], rel=0.05)
+    assert str(module) == before

@@ -18,7 +18,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from mirage_xdsl.search import cost_model
-from mirage_xdsl.search.budget import MIN_SECONDS, Shares, weights
+from mirage_xdsl.search.budget import MIN_SECONDS, Shares, search_order, weights
 from mirage_xdsl.search.dispatch import executing, shared_pool
 from mirage_xdsl.search.options import SearchOptions
 from mirage_xdsl.search.partition import Segment, needs_partition, partition, stitch
@@ -103,30 +103,36 @@ def _by_segments(
     log: TextIO | None,
     reports: list[Report],
 ) -> func.FuncOp:
-    """Search each segment of ``fn`` (``partition.py``) in turn, each on its
-    share of the budget (:class:`~budget.Shares`, by :func:`work`)."""
+    """Search each segment of ``fn`` (``partition.py``) on its share of the
+    budget (:class:`~budget.Shares`, by :func:`work`), the largest shares
+    first (:func:`search_order`)."""
     pieces = partition(fn, options.segment_ops)
     segments = [p for p in pieces if isinstance(p, Segment)]
     layouts = len(pieces) - len(segments)
+    weighted = weights([work(s.function) for s in segments])
+    order = search_order(weighted)
     shares = Shares(
         time.monotonic() + options.budget,
-        tuple(weights([work(s.function) for s in segments])),
+        tuple(weighted[i] for i in order),
         options.budget,
     )
     if log is not None:
         print(
             f"superoptimize @{fn.sym_name.data}: {len(segments)} segment(s) "
-            f"searched one by one, {layouts} layout op(s) kept between them; "
-            "shares of the budget: " + ", ".join(f"{w:.0%}" for w in shares.weights),
+            f"searched one by one, the largest shares first, {layouts} layout "
+            "op(s) kept between them; shares of the budget: "
+            + ", ".join(f"{w:.0%}" for w in weighted),
             file=log,
         )
     progress = Progress()
-    found = []
+    found: list[func.FuncOp] = [segment.function for segment in segments]
     with shared_pool(options):
-        for i, segment in enumerate(segments):
-            search = _Segment(i, len(segments), shares, options, measure, cache_dir)
-            prologue = prologue_of(segment.inputs)
-            found.append(search.run(segment.function, progress, log, reports, prologue))
+        for k, i in enumerate(order):
+            search = _Segment(k, len(segments), shares, options, measure, cache_dir)
+            prologue = prologue_of(segments[i].inputs)
+            found[i] = search.run(
+                segments[i].function, progress, log, reports, prologue
+            )
     progress.close()
     return stitch(fn, pieces, found)
 

@@ -113,6 +113,16 @@ def weights(works: Sequence[float]) -> list[float]:
     return [f / sum(floored) for f in floored]
 
 
+def search_order(shares: Sequence[float]) -> list[int]:
+    """The order segments with these shares are searched in: the largest
+    first (program order among equal ones). Timing a segment's candidates
+    can overrun its share, and an overrun comes off the searches after it:
+    so the segments worth the most searching (an LM head, an attention) get
+    their shares, and the small ones, whose fixed cost of timing their
+    input overruns a share of a second or two whatever the order, come last."""
+    return sorted(range(len(shares)), key=lambda i: -shares[i])
+
+
 @dataclass(frozen=True)
 class Shares:
     """A program's budget split among its segments' searches by weight.
