@@ -47,6 +47,7 @@ ops, and the kernel assembled from its buffers).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from math import prod
 
 from xdsl.dialects.builtin import StringAttr
@@ -103,8 +104,6 @@ class KernelPrinter(MatmulPrinter):
         }
         """Accumulators their matmul prints (``tl.dot`` into them, or its
         deferred product terms)."""
-        self._ahead: bool | None = None
-        """Whether the for-loop loads its tiles ahead (:meth:`loaded_ahead`)."""
 
     # -- ops ----------------------------------------------------------------
 
@@ -138,24 +137,25 @@ class KernelPrinter(MatmulPrinter):
         return ""
 
     def loaded_ahead(self, op: block.InputOp) -> bool:
-        """Whether ``op``'s tile is loaded one iteration ahead
-        (``triton_loops.loads_ahead``): a per-iteration tile of the part
-        after the wait, in a rolled for-loop with no ``tl.dot`` (Triton
-        pipelines a ``tl.dot``'s loads itself)."""
-        if self.early or self.phases[op.result] != Phase.LOOP:
-            return False
-        if self._ahead is None:
-            elements = sum(
-                prod(self.tile_of(o))
-                for o in self.op.entry.ops
-                if isinstance(o, block.InputOp) and self.phases[o.result] == Phase.LOOP
-            )
-            self._ahead = (
-                not self.dot_in_loop()
-                and not self.unrolled()
-                and triton_loops.loads_ahead(self.forloop, elements)
-            )
-        return self._ahead
+        """Whether ``op``'s tile is loaded one iteration ahead: a
+        per-iteration tile of the part after the wait, in a loop that
+        loads ahead (:attr:`loop_loads_ahead`)."""
+        return (
+            not self.early
+            and self.phases[op.result] == Phase.LOOP
+            and self.loop_loads_ahead
+        )
+
+    @cached_property
+    def loop_loads_ahead(self) -> bool:
+        """Whether the for-loop loads its tiles one iteration ahead
+        (``triton_loops.loads_ahead``): a rolled loop with no ``tl.dot``
+        (Triton pipelines a ``tl.dot``'s loads itself)."""
+        return (
+            not self.dot_in_loop()
+            and not self.unrolled()
+            and triton_loops.loads_ahead(self.forloop, self.loop_elements())
+        )
 
     def dot_in_loop(self) -> bool:
         """Whether a matmul of the for-loop prints as ``tl.dot``."""
@@ -499,12 +499,15 @@ class KernelPrinter(MatmulPrinter):
             isinstance(o, block.MatmulOp) and self.phases[o.results[0]] == Phase.LOOP
             for o in ops
         )
-        elements = sum(
+        return unrolled(self.forloop, matmul, self.loop_elements())
+
+    def loop_elements(self) -> int:
+        """Elements a block loads per iteration of the for-loop."""
+        return sum(
             prod(self.tile_of(o))
-            for o in ops
+            for o in self.op.entry.ops
             if isinstance(o, block.InputOp) and o.forloop_dim != -1
         )
-        return unrolled(self.forloop, matmul, elements)
 
     @staticmethod
     def write_gdc(code: IndentedBuffer, call: str) -> None:
