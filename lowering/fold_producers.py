@@ -175,6 +175,7 @@ def _analysed(producer: kernel.CustomizedOp) -> _Producer | None:
         if (
             r.swapped_dims is not None
             or r.forloop_dim != -1
+            or not shape  # a 0-d operand (a scalar tensor): readers load tiles
             or len(shape) > n
             or len(t.tensor_shape(r.result)) != n
             or (r.window_of is not None and r.window_of[0] != len(shape) - 1)

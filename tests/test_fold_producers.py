@@ -143,39 +143,54 @@ def test_a_reader_that_splits_the_rows_keeps_the_producer() -> None:
     assert_same_results(module, out)
 
 
+def weighted(weight: str, tile: str) -> str:
+    """NORM_THEN_PRODUCT read once, its norm times ``weight`` loaded whole
+    as ``tile``."""
+    return read_once(
+        NORM_THEN_PRODUCT.replace(
+            "%x: tensor<4x64xf16>, %w", f"%x: tensor<4x64xf16>, %g: {weight}, %w"
+        )
+        .replace(
+            "kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+            "(tensor<4x64xf16>)",
+            "kernel.customized(%x, %g) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
+            f"(tensor<4x64xf16>, {weight})",
+        )
+        .replace(
+            "^bb0(%a: tensor<4x64xf16>):",
+            f"^bb0(%a: tensor<4x64xf16>, %ga: {weight}):\n"
+            f"    %tg = block.input %ga imap [-1, -1, -1] fmap -1 : {weight} -> {tile}",
+        )
+        .replace(
+            "block.output %m omap",
+            f"%mg = block.mul %m, %tg : tensor<1x64xf16>, {tile} -> "
+            "tensor<1x64xf16>\n    block.output %mg omap",
+        )
+    )
+
+
 def test_a_norm_with_its_weight_becomes_part_of_the_product() -> None:
     """The weight has only the last dim: every block reads it whole."""
     module = parse(
         make_context(),
-        read_once(
-            NORM_THEN_PRODUCT.replace(
-                "%x: tensor<4x64xf16>, %w",
-                "%x: tensor<4x64xf16>, %g: tensor<64xf16>, %w",
-            )
-            .replace(
-                "kernel.customized(%x) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
-                "(tensor<4x64xf16>)",
-                "kernel.customized(%x, %g) grid [4, 1, 1] block [128, 1, 1] forloop 1 : "
-                "(tensor<4x64xf16>, tensor<64xf16>)",
-            )
-            .replace(
-                "^bb0(%a: tensor<4x64xf16>):",
-                "^bb0(%a: tensor<4x64xf16>, %ga: tensor<64xf16>):\n"
-                "    %tg = block.input %ga imap [-1, -1, -1] fmap -1 : "
-                "tensor<64xf16> -> tensor<1x64xf16>",
-            )
-            .replace(
-                "block.output %m omap",
-                "%mg = block.mul %m, %tg : tensor<1x64xf16>, tensor<1x64xf16> -> "
-                "tensor<1x64xf16>\n    block.output %mg omap",
-            )
-            .replace("block.output %m omap", "block.output %mg omap")
-        ),
+        weighted("tensor<64xf16>", "tensor<1x64xf16>"),
         "weighted.mlir",
     )
     out = folded(module)
     assert kernels(module) == 2 and kernels(out) == 1
     assert "tensor<64xf16> -> tensor<1x64xf16>" in str(out)
+    assert_same_results(module, out)
+
+
+def test_a_producer_reading_a_0d_tensor_keeps_its_kernel() -> None:
+    """A scalar tensor (an embedding's scale) has no last dim for a
+    reader's tile: the producer reading it stays (the pass raised an
+    IndexError on it)."""
+    module = parse(
+        make_context(), weighted("tensor<f16>", "tensor<1x1xf16>"), "scaled.mlir"
+    )
+    out = folded(module)
+    assert kernels(out) == 2
     assert_same_results(module, out)
 
 

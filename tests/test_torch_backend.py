@@ -480,6 +480,30 @@ def test_a_failing_ugraph_in_inductor_glue_runs_as_torch(caplog, monkeypatch):
     assert len(graphs) == 1
 
 
+def test_a_failing_ugraph_runs_its_torch_ops_on_the_dtypes_they_take(
+    caplog, monkeypatch
+):
+    """The Inductor glue converts a bool mask to the program's float before
+    the part's op; the part's own torch ops, run when its µGraph fails,
+    take it as the bool it was (as a float, SDPA would add the mask)."""
+    from mirage_xdsl.torch import function
+
+    def broken(self, *args):
+        raise MirageError("error: no kernels today")
+
+    monkeypatch.setattr(function.MirageFunction, "__call__", broken)
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 4, 8, generator=g) for _ in range(3))
+    mask = torch.rand(1, 1, 4, 4, generator=g) < 0.6
+    mask[..., 0] = True
+    options = {**INTERPRET, "glue": "inductor"}
+    compiled = torch.compile(masked_attention, backend="mirage", options=options)
+    with caplog.at_level(logging.INFO, logger="mirage_xdsl.torch"):
+        out = compiled(q, k, v, mask)
+    torch.testing.assert_close(out, masked_attention(q, k, v, mask))
+    assert sum("its µGraph failed" in m for m in mirage_log(caplog)) == 1
+
+
 def test_glue_inductor_cannot_compile_runs_eagerly(caplog, monkeypatch):
     from mirage_xdsl.torch import glue
 

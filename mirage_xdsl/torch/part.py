@@ -247,6 +247,10 @@ class MiragePart(torch.nn.Module):
         self.copies: dict[tuple[int, ...], tuple[Any, torch.Tensor]] = {}
         self.name = part.name
         self.fallback = part.graph_module
+        self.fallback_dtypes = [_dtype_of(n) for n in part.inputs]
+        """The dtypes the part's own torch ops take: its inputs may come
+        converted to the program's (the Inductor glue converts a bool mask
+        to the program's float once, before the part's op)."""
         self.state = "first"
         """``first`` until the first call, then ``mirage`` or ``torch``."""
         self.computed = computed_outputs(part.outputs)
@@ -271,8 +275,18 @@ class MiragePart(torch.nn.Module):
         return tuple(unshared([(o, o._is_view()) for o in out], inputs))
 
     def _call(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.attempt(
-            lambda: self._mirage(inputs), lambda: tuple(self.fallback(*inputs))
+        return self.attempt(lambda: self._mirage(inputs), lambda: self._torch(inputs))
+
+    def _torch(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """The part's own torch ops on ``inputs``, each in the dtype they
+        take."""
+        return tuple(
+            self.fallback(
+                *(
+                    x if dtype is None or x.dtype == dtype else x.to(dtype)
+                    for x, dtype in zip(inputs, self.fallback_dtypes, strict=True)
+                )
+            )
         )
 
     def attempt(self, mirage: Callable[[], Any], torch_ops: Callable[[], Any]) -> Any:
@@ -347,6 +361,13 @@ class MiragePart(torch.nn.Module):
             kept = (key, copy.contiguous())
             self.copies[group] = kept
         return kept[1]
+
+
+def _dtype_of(node: fx.Node) -> torch.dtype | None:
+    """The dtype of the tensor ``node`` makes, None where it has no tensor
+    metadata."""
+    val = node.meta.get("val")
+    return val.dtype if isinstance(val, torch.Tensor) else None
 
 
 def computed_outputs(outputs: list[Output]) -> list[int]:
