@@ -293,3 +293,31 @@ def test_segments_are_searched_largest_share_first(monkeypatch):
     assert [name for name, _ in calls] == ["cut_s1", "cut_s0"]
     assert calls[0][1] == pytest.approx(100.0 * shares[1], rel=0.05)
     assert str(module) == before
+
+
+def test_a_slow_first_depth_leaves_the_second_its_turn(monkeypatch):
+    """Each one-kernel task takes 0.1 s here, so the first depth alone would
+    outlast the 6 s budget and no two-kernel µGraph would be tried (a
+    masked attention's split over the keys was lost so). The first depth
+    stops at half the time, the second runs (its tasks skipped at once
+    here), and the first's remaining tasks run after it."""
+    from mirage_xdsl.search import worker
+
+    depths: list[int] = []
+    run = worker.Worker.run
+
+    def slow(self, task, deadline):
+        depths.append(len(task.prefix.steps) + 1)
+        if task.prefix.steps:
+            return worker.TaskReport(skipped=True)
+        time.sleep(0.1)
+        return run(self, task, deadline)
+
+    monkeypatch.setattr(worker.Worker, "run", slow)
+    module = WORKLOADS["rmsnorm_linear"].build(1)
+    start = time.monotonic()
+    superoptimize(module, budget=6.0, jobs=1, cache_dir="none", log=io.StringIO())
+    assert time.monotonic() - start <= 6.0 + SLACK
+    first = depths.index(2)
+    assert depths[:first].count(1) <= 6.0 / 2 / 0.1 + 1
+    assert depths[first:].count(1) >= 5

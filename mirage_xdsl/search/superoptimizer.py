@@ -40,9 +40,8 @@ import functools
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
-from types import MappingProxyType
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -66,7 +65,6 @@ from mirage_xdsl.search.ugraph import KernelOp, UGraph, from_function, to_module
 from mirage_xdsl.search.worker import (
     Extension,
     Worker,
-    cost_chunk,
     extension_chunk,
     run_chunk,
     signature_chunk,
@@ -80,15 +78,20 @@ def _tasks(
     signatures: Iterable[tuple | None],
     extensions: Callable[[list[tuple[Prefix, bool]]], Iterable[list[Extension]]],
     final: bool,
-    costs: Mapping[Prefix, float] = MappingProxyType({}),
+    cost_on_workers: bool = False,
     limit: float = math.inf,
     due: Callable[[], bool] = lambda: False,
 ) -> list[Task | None]:
     """One task per distinct prefix (by ``signatures``, each prefix's
     :meth:`Generator.signature`) and item; the prefixes that share a
     signature ride along as the task's alternates, and the task carries the
-    least of their costs and the least its kernel can cost. A task that
-    cannot get under ``limit`` is None (counted, not run).
+    least its kernel can cost. A task whose kernel alone cannot get under
+    ``limit`` is None (counted, not run). With ``cost_on_workers`` the
+    worker running a task costs its prefixes first and skips it if they
+    leave no room (:meth:`Worker.task_cost`): costing every prefix of a
+    depth before any of its tasks ran took seconds (5.3 s of a 12 s share
+    for an attention's 1752 two-kernel prefixes), and the likeliest
+    completions come first.
 
     Both the signatures and the ``extensions`` of each group's first prefix
     replay prefixes, which takes long at depth 2 (seconds for a masked
@@ -109,16 +112,31 @@ def _tasks(
         if due():
             break
         items = sorted(found, key=lambda e: _combines_first(e[0]))
-        cost = min(costs.get(p, 0.0) for p in (first, *rest))
+        cost = None if cost_on_workers else 0.0
         for i, (item, bound) in enumerate(items):
             task = (
                 Task(first, item, final, tuple(rest), cost, bound)
-                if promising(cost, limit, bound)
+                if promising(0.0, limit, bound)
                 else None
             )
             ranked.append(((_combines_first(item), i, g), task))
     ranked.sort(key=lambda x: x[0])
     return [task for _, task in ranked]
+
+
+DEPTH_SHARE = 0.5
+"""The most of the time left that the tasks of a depth take when a deeper
+depth follows; the tasks it did not finish run once the deeper depths are
+done. A masked attention's one-kernel depth took 6.5 s on two cores, most
+of it in one task, and its share of a 30 s budget ended before the second
+depth began: the two-kernel split over the keys, which the second depth
+finds in its first tasks, was never tried."""
+
+
+def depth_deadline(deadline: float) -> float:
+    """When the tasks of a depth with a deeper one after it stop."""
+    now = time.monotonic()
+    return now + DEPTH_SHARE * max(deadline - now, 0.0)
 
 
 def _combines_first(item: Layout | KernelOp) -> int:
@@ -149,7 +167,6 @@ def _search(
     pool = executor_for(text, options, shared)
     candidates: list[Candidate] = []
     frontier = [Prefix()]
-    costs_of: dict[Prefix, float] = {}
 
     def on_workers(fn: Callable[[list], list], items: list) -> Iterator:
         """``fn`` over ``items`` on the pool, in order, until the deadline;
@@ -158,66 +175,89 @@ def _search(
             return (r for x in items if not stop.due(deadline) for r in fn([x], local))
         return in_order(pool, fn, items, stop, deadline)
 
-    def costs(prefixes: list[Prefix]) -> Iterator[float]:
-        return on_workers(cost_chunk, prefixes)
-
     def due() -> bool:
         return stop.due(deadline)
 
+    def run(
+        tasks: list[Task], until: float, depth: int, seen: set[str] | None = None
+    ) -> tuple[list[Prefix], list[Task]]:
+        """Run ``tasks`` until ``until``: the deeper prefixes they found,
+        and the tasks not run to their end (none, or those from the first
+        one stopped). A candidate whose µGraph is in ``seen`` is one a
+        stopped task found already."""
+        prefixes: list[Prefix] = []
+        args = [(t, until) for t in tasks]
+        results = (
+            in_order(pool, run_chunk, args, stop, until)
+            if pool
+            else (local.run(*a) for a in args if not stop.due(until))
+        )
+        done = 0
+        for done, result in enumerate(results, 1):
+            if result.stats.stopped and not stop.due(deadline):
+                result.stats.stopped = False  # stopped for the depth, resumed later
+                done -= 1
+            _count(report, result.stats)
+            report.skipped += result.skipped
+            report.failures += result.failures
+            found = result.found
+            if seen is not None:
+                found = [c for c in found if repr(c.graph) not in seen]
+            candidates.extend(found)
+            if options.bound:
+                limit.value = min(
+                    [limit.value, *(c.cost * slack for c in found if c.screened)]
+                )
+            report.complete += len(found)
+            report.screened += sum(c.screened for c in found)
+            prefixes += result.prefixes
+            best = min((c.cost for c in candidates if c.screened), default=None)
+            progress.update(
+                f"kernels {depth}/{options.max_kernels}: task {done}/{len(tasks)}, "
+                f"{report.explored} explored, {report.pruned} pruned, "
+                f"{report.screened} candidates"
+                + (f", best {best * 1e6:.1f} us" if best is not None else "")
+            )
+            if stop.due(until):
+                break
+        return prefixes, tasks[done:]
+
+    unfinished: list[tuple[int, list[Task]]] = []
     try:
         for depth in range(1, options.max_kernels + 1):
             final = depth == options.max_kernels
-            if depth > 1 and options.bound:
-                costs_of = _bounded(frontier, depth, limit.value, costs, report)
-                frontier = list(costs_of)
-                if not frontier:
-                    break
+            if depth > 1 and options.bound and depth * kernel_floor() >= limit.value:
+                report.bounded += len(frontier)  # no prefix can get under it
+                break
             tasks = _tasks(
                 frontier,
                 on_workers(signature_chunk, frontier),
                 functools.partial(on_workers, extension_chunk),
                 final,
-                costs_of,
+                depth > 1 and options.bound,
                 limit.value,
                 due,
             )
             report.skipped += sum(not t for t in tasks)
             tasks = [t for t in tasks if t]
             report.tasks.append(len(tasks))
-            frontier = []
-            args = [(t, deadline) for t in tasks]
-            results = (
-                in_order(pool, run_chunk, args, stop, deadline)
-                if pool
-                else (local.run(*a) for a in args)
-            )
-            for done, result in enumerate(results, 1):
-                _count(report, result.stats)
-                report.skipped += result.skipped
-                report.failures += result.failures
-                found = result.found
-                candidates += found
-                if options.bound:
-                    limit.value = min(
-                        [limit.value, *(c.cost * slack for c in found if c.screened)]
-                    )
-                report.complete += len(found)
-                report.screened += sum(c.screened for c in found)
-                frontier += result.prefixes
-                best = min((c.cost for c in candidates if c.screened), default=None)
-                progress.update(
-                    f"kernels {depth}/{options.max_kernels}: task {done}/{len(tasks)}, "
-                    f"{report.explored} explored, {report.pruned} pruned, "
-                    f"{report.screened} candidates"
-                    + (f", best {best * 1e6:.1f} us" if best is not None else "")
-                )
-                if stop.due(deadline):
-                    break
+            until = deadline if final else depth_deadline(deadline)
+            frontier, rest = run(tasks, until, depth)
             if stop.due(deadline):
                 report.stopped = stop.reason or "budget"
                 return candidates
+            if rest:
+                unfinished.append((depth, rest))
             if not frontier:
                 break
+        # what a depth left for the deeper ones: its complete µGraphs still
+        # count; the prefixes they find have no depth left to extend them
+        seen = {repr(c.graph) for c in candidates} if unfinished else None
+        for depth, rest in unfinished:
+            run(rest, deadline, depth, seen)
+            if stop.due(deadline):
+                report.stopped = stop.reason or "budget"
+                return candidates
     finally:
         if pool is not None:
             pool.terminate()
@@ -244,26 +284,6 @@ def _generate(
     if slack <= 1.0 or report.stopped or stop.reason:
         return tight
     return tight + _search(text, options, deadline, stop, progress, report, slack)
-
-
-def _bounded(
-    frontier: list[Prefix],
-    depth: int,
-    limit: float,
-    costs: Callable[[list[Prefix]], Iterable[float]],
-    report: Report,
-) -> dict[Prefix, float]:
-    """The prefixes that may still lead under ``limit`` (the best complete
-    µGraph so far times the slack; ``bound.py``), with their costs; the
-    others are counted in the report. When ``depth`` kernels cannot get
-    under it whatever they are, no prefix is costed at all."""
-    kept: dict[Prefix, float] = {}
-    if depth * kernel_floor() < limit:
-        for p, cost in zip(frontier, costs(frontier), strict=False):
-            if promising(cost, limit):
-                kept[p] = cost
-    report.bounded += len(frontier) - len(kept)
-    return kept
 
 
 def _count(report: Report, stats: Stats) -> None:

@@ -36,10 +36,11 @@ class Task:
     alternates: tuple[Prefix, ...] = ()
     """Other prefixes with the prefix's :meth:`Generator.signature`: whatever
     extends the prefix extends them too, so the extension is searched once."""
-    cost: float = 0.0
+    cost: float | None = 0.0
     """The least the kernels of the prefix (or of an alternate) cost at full
     shapes (``bound.py``): with one more kernel, what any completion costs
-    at least."""
+    at least. None: not costed yet; the worker running the task costs them
+    first (:meth:`Worker.task_cost`)."""
     next_kernel: float | None = None
     """The least the item's own kernel costs (``bound.py``); None: any
     kernel's floor."""

@@ -84,6 +84,8 @@ class Worker:
         """What to add to a deadline read on the sender's monotonic clock
         to read it on this process's (another machine's: ``dispatch.py``)."""
         self.generator = Generator(self.function, options)
+        self.prefix_costs: dict[Prefix, float] = {}
+        """The prefixes this worker has costed (:meth:`task_cost`)."""
         g = self.generator
         self.full_args = [
             Tensor(shape, labels, None)
@@ -111,9 +113,19 @@ class Worker:
             return None
         return cost_model.cost(optimized), optimized
 
+    def task_cost(self, task: Task) -> float:
+        """:attr:`Task.cost`, costing the prefix and its alternates here when
+        the task came without it (each prefix once per worker)."""
+        if task.cost is not None:
+            return task.cost
+        for p in (task.prefix, *task.alternates):
+            if p not in self.prefix_costs:
+                self.prefix_costs[p] = self.prefix_cost(p)
+        return min(self.prefix_costs[p] for p in (task.prefix, *task.alternates))
+
     def run(self, task: Task, deadline: float) -> TaskReport:
         if self.limit is not None and not promising(
-            task.cost, self.limit.value, task.next_kernel
+            self.task_cost(task), self.limit.value, task.next_kernel
         ):
             return TaskReport(skipped=True)
         result = self.generator.run(task, deadline)
@@ -199,12 +211,6 @@ def run_chunk(
     w = worker or _WORKER
     assert w is not None
     return [w.run(task, deadline + w.clock) for task, deadline in chunk]
-
-
-def cost_chunk(chunk: list[Prefix], worker: Worker | None = None) -> list[float]:
-    w = worker or _WORKER
-    assert w is not None
-    return [w.prefix_cost(p) for p in chunk]
 
 
 def signature_chunk(
