@@ -126,8 +126,8 @@ def _tasks(
 
 DEPTH_SHARE = 0.5
 """The most of the time left that the tasks of a depth take when a deeper
-depth follows; the tasks it did not finish run once the deeper depths are
-done. A masked attention's one-kernel depth took 6.5 s on two cores, most
+depth follows and a µGraph has been found; the tasks it did not finish run
+once the deeper depths are done (a depth that has found none goes on). A masked attention's one-kernel depth took 6.5 s on two cores, most
 of it in one task, and its share of a 30 s budget ended before the second
 depth began: the two-kernel split over the keys, which the second depth
 finds in its first tasks, was never tried."""
@@ -192,11 +192,11 @@ def _search(
             if pool
             else (local.run(*a) for a in args if not stop.due(until))
         )
-        done = 0
+        done, cut = 0, None
         for done, result in enumerate(results, 1):
             if result.stats.stopped and not stop.due(deadline):
                 result.stats.stopped = False  # stopped for the depth, resumed later
-                done -= 1
+                cut = done - 1 if cut is None else cut
             _count(report, result.stats)
             report.skipped += result.skipped
             report.failures += result.failures
@@ -220,7 +220,7 @@ def _search(
             )
             if stop.due(until):
                 break
-        return prefixes, tasks[done:]
+        return prefixes, tasks[done if cut is None else cut :]
 
     unfinished: list[tuple[int, list[Task]]] = []
     try:
@@ -243,6 +243,10 @@ def _search(
             report.tasks.append(len(tasks))
             until = deadline if final else depth_deadline(deadline)
             frontier, rest = run(tasks, until, depth)
+            if rest and not any(c.screened for c in candidates):
+                # nothing found yet to go deeper against: this depth goes on
+                more, rest = run(rest, deadline, depth, _seen(candidates))
+                frontier += more
             if stop.due(deadline):
                 report.stopped = stop.reason or "budget"
                 return candidates
@@ -252,7 +256,7 @@ def _search(
                 break
         # what a depth left for the deeper ones: its complete µGraphs still
         # count; the prefixes they find have no depth left to extend them
-        seen = {repr(c.graph) for c in candidates} if unfinished else None
+        seen = _seen(candidates) if unfinished else None
         for depth, rest in unfinished:
             run(rest, deadline, depth, seen)
             if stop.due(deadline):
@@ -284,6 +288,12 @@ def _generate(
     if slack <= 1.0 or report.stopped or stop.reason:
         return tight
     return tight + _search(text, options, deadline, stop, progress, report, slack)
+
+
+def _seen(candidates: list[Candidate]) -> set[str]:
+    """The µGraphs of ``candidates``, to tell those a task run again finds
+    from new ones."""
+    return {repr(c.graph) for c in candidates}
 
 
 def _count(report: Report, stats: Stats) -> None:
