@@ -127,10 +127,11 @@ def _tasks(
 DEPTH_SHARE = 0.5
 """The most of the time left that the tasks of a depth take when a deeper
 depth follows and a µGraph has been found; the tasks it did not finish run
-once the deeper depths are done (a depth that has found none goes on). A masked attention's one-kernel depth took 6.5 s on two cores, most
-of it in one task, and its share of a 30 s budget ended before the second
-depth began: the two-kernel split over the keys, which the second depth
-finds in its first tasks, was never tried."""
+once the deeper depths are done (a depth that has found none goes on). A
+masked attention's one-kernel depth took 6.5 s on two cores, most of it in
+one task, and its share of a 30 s budget ended before the second depth
+began: the two-kernel split over the keys, which the second depth finds in
+its first tasks, was never tried."""
 
 
 def depth_deadline(deadline: float) -> float:

@@ -56,6 +56,7 @@ from torch import fx
 from mirage_xdsl.ir.diagnostics import error_line
 from mirage_xdsl.torch.gradients import records
 from mirage_xdsl.torch.increments import gather_increments
+from mirage_xdsl.torch.nodes import traced_dtype
 from mirage_xdsl.torch.part import MiragePart
 from mirage_xdsl.torch.returns import Returns, returned, returns_of
 
@@ -166,8 +167,7 @@ def _convert_inputs(
     for i, (arg, dtype) in enumerate(zip(args, part.input_dtypes, strict=False)):
         if not isinstance(arg, fx.Node):
             continue
-        val = arg.meta.get("val")
-        has = dtypes.get(arg, val.dtype if isinstance(val, torch.Tensor) else None)
+        has = dtypes.get(arg, traced_dtype(arg))
         if has is None or has == dtype:
             continue
         root = _unreshaped(arg)

@@ -100,6 +100,13 @@ def node_meta(node: fx.Node) -> torch.Tensor:
     return val
 
 
+def traced_dtype(node: fx.Node) -> torch.dtype | None:
+    """The dtype of the tensor ``node`` makes, None where it has no tensor
+    metadata."""
+    val = node.meta.get("val")
+    return val.dtype if isinstance(val, torch.Tensor) else None
+
+
 def node_shape(node: fx.Node) -> tuple[int, ...]:
     shape = node_meta(node).shape
     if not all(isinstance(d, int) for d in shape):

@@ -33,7 +33,7 @@ from mirage_xdsl.dialects import kernel
 from mirage_xdsl.ir.diagnostics import error_line
 from mirage_xdsl.torch.capture import Captured, Converter
 from mirage_xdsl.torch.gradients import differentiable, records
-from mirage_xdsl.torch.nodes import DTYPES, node_shape, torch_dtype
+from mirage_xdsl.torch.nodes import DTYPES, node_shape, torch_dtype, traced_dtype
 from mirage_xdsl.torch.rules.siblings import (
     fusing_enabled,
     linear_operands,
@@ -247,7 +247,7 @@ class MiragePart(torch.nn.Module):
         self.copies: dict[tuple[int, ...], tuple[Any, torch.Tensor]] = {}
         self.name = part.name
         self.fallback = part.graph_module
-        self.fallback_dtypes = [_dtype_of(n) for n in part.inputs]
+        self.fallback_dtypes = [traced_dtype(n) for n in part.inputs]
         """The dtypes the part's own torch ops take: its inputs may come
         converted to the program's (the Inductor glue converts a bool mask
         to the program's float once, before the part's op)."""
@@ -361,13 +361,6 @@ class MiragePart(torch.nn.Module):
             kept = (key, copy.contiguous())
             self.copies[group] = kept
         return kept[1]
-
-
-def _dtype_of(node: fx.Node) -> torch.dtype | None:
-    """The dtype of the tensor ``node`` makes, None where it has no tensor
-    metadata."""
-    val = node.meta.get("val")
-    return val.dtype if isinstance(val, torch.Tensor) else None
 
 
 def computed_outputs(outputs: list[Output]) -> list[int]:
